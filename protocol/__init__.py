@@ -1,6 +1,6 @@
 """Tracemill's wire protocol: typed objects, canonical bytes and ids. No I/O here."""
 
-from protocol.canonical import canonical_bytes, sha256_hex
+from protocol.canonical import canonical_bytes, sha256_hex, task_seed
 from protocol.models import (
     SCHEMA_VERSION,
     AcceptedModel,
@@ -50,5 +50,6 @@ __all__ = [
     "canonical_bytes",
     "request_signing_bytes",
     "sha256_hex",
+    "task_seed",
     "trace_signing_bytes",
 ]

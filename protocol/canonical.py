@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["canonical_bytes", "sha256_hex"]
+__all__ = ["canonical_bytes", "sha256_hex", "task_seed"]
 
 
 def _check_finite(value: Any) -> None:
@@ -37,3 +37,14 @@ def canonical_bytes(value: Any) -> bytes:
 def sha256_hex(data: bytes) -> str:
     """Lower-case hex SHA-256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
+
+
+def task_seed(lease_seed: int, task_id: str) -> int:
+    """The sampling seed of one task in a lease: the first 8 bytes of
+    sha256("{lease_seed}:{task_id}") as a big-endian integer, top bit cleared (fits int64).
+
+    The node assigns one seed per lease; deriving one per task keeps two tasks of a lease from
+    sharing sampler noise, and anyone can recompute it to replay a trace.
+    """
+    digest = hashlib.sha256(f"{lease_seed}:{task_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
