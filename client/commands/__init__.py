@@ -1,0 +1,1 @@
+"""The `tracemill` commands, one module each, each with `register(subparsers)`."""
