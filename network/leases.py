@@ -18,7 +18,7 @@ def check_families(config: NodeConfig) -> None:
     """Refuse to start a node that offers a family the verifier does not know."""
     from verifier.environments import available_families
 
-    known = set(available_families())
+    known = set(available_families(config.env))
     unknown = [f for f in config.families if f not in known]
     if unknown:
         raise ValueError(f"the verifier does not know these task families: {', '.join(unknown)}")
