@@ -14,10 +14,21 @@ def register(sub: Any) -> None:
     p = sub.add_parser("node", help="run a network node (task board, trace intake, ledger) until Ctrl-C")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8470, help="port; 0 picks a free one (default: 8470)")
-    p.add_argument("--db", type=Path, default=None, metavar="PATH",
-                   help="the node's SQLite file (default: node/node.sqlite in the Tracemill home folder)")
-    p.add_argument("--model-file", type=Path, action="append", default=None, metavar="PATH",
-                   help="a GGUF file the node accepts and serves (repeatable; default: the default model)")
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the node's SQLite file (default: node/node.sqlite in the Tracemill home folder)",
+    )
+    p.add_argument(
+        "--model-file",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="a GGUF file the node accepts and serves (repeatable; default: the default model)",
+    )
     p.set_defaults(func=run_node)
 
 
@@ -33,8 +44,9 @@ def run_node(args: argparse.Namespace) -> int:
     for f in files:
         if not f.is_file():
             raise FileNotFoundError(f"model file {f} does not exist")
-    server = NodeServer(db, host=args.host, port=args.port, model_files={f.name: f for f in files},
-                        access_log=True)
+    server = NodeServer(
+        db, host=args.host, port=args.port, model_files={f.name: f for f in files}, access_log=True
+    )
     url = server.start()
     try:
         print(f"node: {url}", flush=True)
