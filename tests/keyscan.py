@@ -2,8 +2,9 @@
 TRACEMILL_HOME or the logs may contain the key (raw, hex, base64, base32, PEM/DER, decimal, or the
 recovery phrase's words).
 
-    from tests.keyscan import assert_no_key_material
+    from tests.keyscan import assert_no_key_material, assert_private_key_absent
     assert_no_key_material([home, logs_dir], identity)   # an Identity, or the 32-byte seed
+    assert_private_key_absent(tracemill_home)            # unlocks the home's own key first
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Finding", "key_needles", "scan_bytes", "scan_paths", "assert_no_key_material"]
+__all__ = [
+    "Finding",
+    "key_needles",
+    "scan_bytes",
+    "scan_paths",
+    "assert_no_key_material",
+    "assert_private_key_absent",
+]
 
 _WS = re.compile(rb"[\s\"',]|\\n|\\r|\\t")
 
@@ -123,3 +131,18 @@ def assert_no_key_material(roots: Iterable[Path], secret: Any) -> int:
     findings = scan_paths(roots, secret)
     assert not findings, "private key found: " + "; ".join(str(f) for f in findings)
     return sum(1 if r.is_file() else sum(1 for p in r.rglob("*") if p.is_file()) for r in roots if r.exists())
+
+
+def assert_private_key_absent(home: Path, *more_roots: Path, identity: Any = None) -> int:
+    """The end-to-end check: unlock the key of the Tracemill home ``home`` (its encrypted file with
+    $TRACEMILL_PASSPHRASE, or the OS keyring) unless ``identity`` is given, then assert that nothing under
+    ``home`` (logs included) or ``more_roots`` holds it. Returns how many files were scanned."""
+    if identity is None:
+        from wallet.keystore import load_identity, read_info
+
+        info = read_info(Path(home) / "wallet")
+        assert info is not None, f"{home} has no wallet identity to scan for"
+        identity = load_identity(Path(home) / "wallet", info)
+    scanned = assert_no_key_material([Path(home), *more_roots], identity)
+    assert scanned > 0, f"nothing to scan under {home}"
+    return scanned

@@ -64,3 +64,22 @@ def test_assert_no_key_material_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "sub" / "leak.log").write_text("seed=" + base64.b64encode(me.seed_bytes()).decode())
     with pytest.raises(AssertionError, match="leak.log"):
         assert_no_key_material([tmp_path], me)
+
+
+def test_assert_private_key_absent_unlocks_the_homes_own_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.keyscan import assert_private_key_absent
+    from wallet.keystore import load_or_create_identity
+    from wallet.sealed import KdfParams
+
+    monkeypatch.setenv("TRACEMILL_KEYSTORE", "file")
+    monkeypatch.setenv("TRACEMILL_PASSPHRASE", "correct horse battery staple 42")
+    home = tmp_path / "home"
+    me, _ = load_or_create_identity(home / "wallet", passphrase=None, kdf=KdfParams(n=2**10))
+    (home / "logs").mkdir()
+    (home / "logs" / "tracemill.log").write_text(f"signed as {me.address}\n")
+    assert assert_private_key_absent(home) >= 3
+    (home / "logs" / "tracemill.log").write_text(f"oops {me.seed_bytes().hex()}\n")
+    with pytest.raises(AssertionError, match=r"tracemill.log: private key as hex"):
+        assert_private_key_absent(home)
