@@ -88,6 +88,8 @@ def _check_and_verify(storage: Storage, config: NodeConfig, signed: SignedTrace,
     trace = signed.trace
     if trace.schema_version != SCHEMA_VERSION:
         raise Rejection("unsupported_schema_version", f"this node speaks trace schema {SCHEMA_VERSION}")
+    if len(trace.token_ids) != len(trace.logprobs):
+        raise Rejection("malformed_trace", "token_ids and logprobs must have one entry per token")
     lease = storage.get_lease(trace.lease_id)
     if lease is None:
         raise Rejection("unknown_lease", f"no lease {trace.lease_id!r} on this node")

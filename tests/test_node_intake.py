@@ -193,6 +193,7 @@ def test_traces_that_do_not_match_their_lease_are_rejected(alice: Signer) -> Non
         "task_not_in_lease": make_trace(alice.identity, lease, other_task, done),
         "unknown_lease": make_trace(alice.identity, lease, task, done, lease_id="no-such-lease"),
         "unsupported_schema_version": make_trace(alice.identity, lease, task, done, schema_version=99),
+        "malformed_trace": make_trace(alice.identity, lease, task, done, logprobs=[-0.5]),
     }
     assert other_task.task_id != task.task_id
     traces = cases
