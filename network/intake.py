@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from network.config import NodeConfig
-from network.storage import Storage
+from network.storage import Status, Storage
 from protocol import SCHEMA_VERSION, BatchReceipt, Receipt, SignedTrace, Verdict
 
 __all__ = ["SCORE_TOLERANCE", "Rejection", "process_batch"]
@@ -64,6 +64,7 @@ def _process_one(
         return _duplicate(trace_id, previous.status, previous.reason)
 
     node_score: float | None = None
+    status: Status
     try:
         node_score = _check_and_verify(storage, config, signed, now=now)
     except Rejection as rej:

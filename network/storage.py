@@ -12,11 +12,14 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from network.migrations import migrate
 from protocol import Balance, Contributor, Lease, LedgerEntry, SignedTrace, Task
 
-__all__ = ["LeaseRecord", "Storage", "StoredTrace"]
+__all__ = ["LeaseRecord", "Status", "Storage", "StoredTrace"]
+
+Status = Literal["accepted", "rejected"]
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,7 @@ class LeaseRecord:
 @dataclass(frozen=True)
 class StoredTrace:
     trace_id: str
-    status: str
+    status: Status
     reason: str
     credit: float
 
@@ -203,7 +206,7 @@ class Storage:
         self,
         signed: SignedTrace,
         *,
-        status: str,
+        status: Status,
         reason: str,
         credit: float,
         node_score: float | None,

@@ -242,3 +242,27 @@ def test_balance_reports_exactly_the_credited_traces(alice: Signer, bob: Signer)
     assert ids == sorted(ids, reverse=True)  # newest first
     limited = alice.balance(limit=2)
     assert limited["entries"] == bal["entries"][:2] and limited["balance"] == bal["balance"]
+
+
+def test_concurrent_uploads_credit_once(alice: Signer) -> None:
+    """Eight uploads at once of one trace, and of eight different traces for one sample: one credit each."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lease = lease_for(alice, count=1)
+    task = lease.tasks[0]
+    same = honest_pass(alice, lease, 0)
+    rivals = [
+        make_trace(
+            alice.identity, lease, task, completion_with(gold_answer(task), f"Way {i}."), sample_index=1
+        )
+        for i in range(8)
+    ]
+    with ThreadPoolExecutor(8) as pool:
+        same_receipts = [r for batch in pool.map(lambda _: alice.upload(same), range(8)) for r in batch]
+        rival_receipts = [r for batch in pool.map(alice.upload, rivals) for r in batch]
+    assert sorted(r["status"] for r in same_receipts) == ["accepted"] + ["duplicate"] * 7
+    assert sorted(r["status"] for r in rival_receipts) == ["accepted"] + ["rejected"] * 7
+    assert all(r["reason"].startswith("sample_already_credited") for r in rival_receipts if r["credit"] == 0)
+    bal = alice.balance()
+    assert bal["balance"] == pytest.approx(2 * PASS_CREDIT)
+    assert (bal["accepted"], bal["rejected"]) == (2, 7)
