@@ -4,6 +4,7 @@ test process's own keyring detection (which keyring caches per process) is never
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -133,7 +134,7 @@ def test_no_passphrase_anywhere_is_an_actionable_error(tmp_path: Path, file_only
 def test_weak_passphrase_is_refused_with_advice(tmp_path: Path, file_only: None) -> None:
     for weak in ("pw", "password123", "aaaaaaaaaa", "qwerty"):
         with pytest.raises(WeakPassphraseError):
-            load_or_create_identity(tmp_path / "w", passphrase=lambda w=weak: w, kdf=FAST)
+            load_or_create_identity(tmp_path / "w", passphrase=functools.partial(str, weak), kdf=FAST)
     assert read_info(tmp_path / "w") is None
     assert assess_passphrase("pw").feedback and assess_passphrase("pw").score == 0
     assert assess_passphrase(GOOD).score >= 3
