@@ -24,7 +24,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with contextlib.suppress(OSError):
+        if hasattr(os, "fchmod"):  # not on Windows before 3.13; the home folder's ACL applies there
             os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

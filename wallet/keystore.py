@@ -126,11 +126,14 @@ def _candidates() -> Iterator[Any]:
             yield backend
 
 
-def find_keyring() -> KeyringStore | None:
-    """The OS keyring if one is usable here (a secure backend that passes a write/read/delete round trip)."""
+def find_keyring(*, probe: bool = True) -> KeyringStore | None:
+    """The OS keyring if one is usable here: a secure backend that (with ``probe``) passes a
+    write/read/delete round trip. Reading an existing key skips the probe and reports the read's error."""
     if os.environ.get(KEYSTORE_ENV, "auto").lower() == "file":
         return None
     for backend in _candidates():
+        if not probe:
+            return KeyringStore(backend, _describe(backend) or "OS keyring")
         probe_id, probe = f"probe-{secrets.token_hex(8)}", secrets.token_hex(16)
         try:
             backend.set_password(KEYRING_SERVICE, probe_id, probe)
@@ -188,7 +191,7 @@ def load_identity(
     """Unlock the identity identity.json points at, checking it matches the public key recorded there."""
     wallet_dir = Path(wallet_dir)
     if info.backend == "keyring":
-        store = None if os.environ.get(KEYSTORE_ENV, "auto").lower() == "file" else find_keyring()
+        store = find_keyring(probe=False)
         if store is None:
             raise KeystoreError(
                 f"Your key is in the {info.description}, which cannot be reached now: log in to your desktop "

@@ -35,8 +35,8 @@ VERSION = 1
 _SALT_LEN = 16
 _NONCE_LEN = 12
 _CHECK_LEN = 16
-# Refuse parameters a hostile file could use to exhaust memory or time (2**20 * 8 * 128 B = 1 GiB).
-_MAX_N, _MAX_R, _MAX_P = 2**20, 32, 16
+# Refuse parameters a hostile file could use to exhaust memory or time (scrypt needs 128 * n * r bytes).
+_MAX_N, _MAX_R, _MAX_P, _MAX_MEM = 2**20, 32, 16, 2**30
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ class KdfParams:
     def __post_init__(self) -> None:
         if self.n < 2 or self.n & (self.n - 1) or self.n > _MAX_N:
             raise ValueError("scrypt n must be a power of two no larger than 2**20")
-        if not (1 <= self.r <= _MAX_R and 1 <= self.p <= _MAX_P):
-            raise ValueError("scrypt r or p out of range")
+        if not (1 <= self.r <= _MAX_R and 1 <= self.p <= _MAX_P) or 128 * self.n * self.r > _MAX_MEM:
+            raise ValueError("scrypt r or p out of range, or more than 1 GiB of memory")
 
 
 DEFAULT_KDF = KdfParams()

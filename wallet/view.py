@@ -27,7 +27,7 @@ class WalletView:
 
 
 def format_credits(amount: float) -> str:
-    return f"{amount:,.2f}"
+    return f"{amount:.2f}"
 
 
 def build_view(
