@@ -191,6 +191,15 @@ def test_restore_over_an_existing_key_asks_first_and_keeps_the_old_one(tmp_path:
     assert_no_key_material([wallet], new)
 
 
+def test_a_refused_new_passphrase_changes_nothing(tmp_path: Path) -> None:
+    wallet = tmp_path / "w"
+    load_or_create_identity(wallet, passphrase=lambda: GOOD, kdf=FAST)
+    before = snapshot(wallet)
+    with pytest.raises(WeakPassphraseError):
+        restore_identity(wallet, Identity.generate(), force=True, passphrase=lambda: "short", kdf=FAST)
+    assert snapshot(wallet) == before and not (wallet / REPLACED_DIR).exists()
+
+
 def test_restoring_the_same_key_again_changes_nothing(tmp_path: Path) -> None:
     wallet = tmp_path / "w"
     me, _ = load_or_create_identity(wallet, passphrase=lambda: GOOD, kdf=FAST)

@@ -3,6 +3,7 @@ address on another machine; and restoring over an existing key only when asked, 
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import time
@@ -150,6 +151,11 @@ def restore_identity(
             return RestoreResult(identity, info.description, None, unchanged=True)
         except KeystoreError:
             pass  # the keyring lost its entry: store it again below
+    if find_keyring() is None:
+        # The new key will go to key.enc: have a good passphrase before anything is touched.
+        secret = obtain_passphrase(passphrase, purpose="encrypt the restored key (no OS keyring here)")
+        require_strong(secret)
+        passphrase = functools.partial(str, secret)
     replaced = None
     if info is not None and info.public_key != identity.public_key_hex:
         if not force:
