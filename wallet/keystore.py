@@ -134,10 +134,10 @@ def find_keyring(*, probe: bool = True) -> KeyringStore | None:
     for backend in _candidates():
         if not probe:
             return KeyringStore(backend, _describe(backend) or "OS keyring")
-        probe_id, probe = f"probe-{secrets.token_hex(8)}", secrets.token_hex(16)
+        probe_id, value = f"probe-{secrets.token_hex(8)}", secrets.token_hex(16)
         try:
-            backend.set_password(KEYRING_SERVICE, probe_id, probe)
-            ok = backend.get_password(KEYRING_SERVICE, probe_id) == probe
+            backend.set_password(KEYRING_SERVICE, probe_id, value)
+            ok = backend.get_password(KEYRING_SERVICE, probe_id) == value
             backend.delete_password(KEYRING_SERVICE, probe_id)
         except Exception as exc:
             log.info("OS keyring %s not usable: %s", type(backend).__name__, type(exc).__name__)
