@@ -248,6 +248,19 @@ def test_without_secret_service_it_falls_back_to_the_encrypted_file(tmp_path: Pa
     assert '"where": "encrypted file"' in proc.stdout
 
 
+def test_a_locked_keyring_falls_back_to_the_encrypted_file(tmp_path: Path) -> None:
+    # Locked, and no display for the unlock prompt: gnome-keyring dismisses it, so the round trip fails.
+    result = run_python(tmp_path, """
+        import secretstorage
+        collection = secretstorage.get_default_collection(secretstorage.dbus_init())
+        collection.lock()
+        ident, where = load_or_create_identity(Path(os.environ["WALLET"]), passphrase=None, kdf=FAST)
+        emit(locked=collection.is_locked(), where=where)
+    """, secret_service=True, WALLET=str(tmp_path / "w"), TRACEMILL_PASSPHRASE=GOOD)
+    assert result == {"locked": True, "where": "encrypted file"}
+    assert (tmp_path / "w" / KEY_FILE).exists()
+
+
 def test_keyring_key_unreachable_later_is_an_actionable_error(tmp_path: Path) -> None:
     wallets = tmp_path / "wallets"
     run_python(tmp_path, CREATE_TWO_HOMES, secret_service=True, WALLETS=str(wallets))
