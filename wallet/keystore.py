@@ -191,6 +191,9 @@ def load_identity(
     """Unlock the identity identity.json points at, checking it matches the public key recorded there."""
     wallet_dir = Path(wallet_dir)
     if info.backend == "keyring":
+        if os.environ.get(KEYSTORE_ENV, "auto").lower() == "file":
+            raise KeystoreError(f"{KEYSTORE_ENV}=file, but this wallet's key is in the {info.description}; "
+                                f"unset {KEYSTORE_ENV}, or restore the key from a backup.")
         store = find_keyring(probe=False)
         if store is None:
             raise KeystoreError(
