@@ -13,7 +13,7 @@ from protocol import Task, Verdict
 from verifier import UnknownEnvironmentError, verify
 from verifier.environments import available_families, make_task
 from verifier.extract import check_format, extract_answer
-from verifier.gym import rebuild_entry
+from verifier.gym import stable_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,14 +50,14 @@ def test_make_task_is_deterministic_and_carries_no_gold() -> None:
     b = make_task("reasoning_gym", "basic_arithmetic", 7, 3, group_size=8)
     assert a == b and a.task_id == "rg:basic_arithmetic:7:3" and a.group_size == 8
     assert "<answer>" in a.prompt and "<think>" in a.prompt
-    gold = rebuild_entry("basic_arithmetic", 7, 3)["answer"]
+    gold = stable_entry("basic_arithmetic", 7, 3)["answer"]
     assert gold not in json.dumps(a.verifier_data)
     assert make_task("reasoning_gym", "basic_arithmetic", 7, 4).prompt != a.prompt
 
 
 def test_verify_reasoning_gym_right_wrong_and_forged_gold() -> None:
     task = make_task("reasoning_gym", "basic_arithmetic", 7, 3)
-    gold = rebuild_entry("basic_arithmetic", 7, 3)["answer"]
+    gold = stable_entry("basic_arithmetic", 7, 3)["answer"]
     good = verify(task, f"<think>work</think><answer>{gold}</answer>")
     assert isinstance(good, Verdict) and good.passed and good.score == 1.0
     assert good.verifier == "reasoning-gym-strict" and good.verifier_version.startswith("1/")
@@ -96,7 +96,7 @@ def test_unknown_environment_or_family_raises() -> None:
 def test_verify_math_uses_math_verify() -> None:
     task = make_task("math", "gsm_symbolic", 5, 3)
     assert task.task_id == "math:gsm_symbolic:5:3"
-    gold = rebuild_entry("gsm_symbolic", 5, 3)["answer"]
+    gold = stable_entry("gsm_symbolic", 5, 3)["answer"]
     verdict = verify(task, f"<think>w</think><answer>{gold}.0</answer>")
     assert verdict.passed and verdict.verifier == "math-verify"
     assert not verify(task, f"<think>w</think><answer>{gold}1</answer>").passed
@@ -109,7 +109,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_prints_verdict_json(tmp_path: Path) -> None:
     task = make_task("reasoning_gym", "basic_arithmetic", 2, 1)
-    gold = rebuild_entry("basic_arithmetic", 2, 1)["answer"]
+    gold = stable_entry("basic_arithmetic", 2, 1)["answer"]
     (tmp_path / "task.json").write_text(task.model_dump_json())
     (tmp_path / "c.txt").write_text(f"<think>w</think><answer>{gold}</answer>")
     done = _cli(str(tmp_path / "task.json"), str(tmp_path / "c.txt"))

@@ -36,10 +36,9 @@ def _score(task: Task, family: str, seed: int, index: int, answer: str) -> tuple
         score, reason = score_gym_answer(family, seed, index, answer)
         return score, score >= 1.0, reason
     if task.env == "math":
-        from verifier.gym import rebuild_entry
-        from verifier.mathcheck import check_math
+        from verifier.mathcheck import check_math_task
 
-        result = check_math(str(rebuild_entry(family, seed, index)["answer"]), answer)
+        result = check_math_task(family, seed, index, answer)
         return (1.0 if result.correct else 0.0), result.correct, result.reason
     from verifier.code import score_code_answer
 

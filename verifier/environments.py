@@ -16,7 +16,7 @@ from typing import Any
 
 from protocol import SamplingSettings, Task
 from verifier.errors import UnknownEnvironmentError
-from verifier.gym import gym_families, rebuild_entry
+from verifier.gym import gym_families, stable_entry
 
 __all__ = [
     "ENVIRONMENTS",
@@ -89,7 +89,7 @@ def make_task(env: str, family: str, seed: int, index: int, *, group_size: int =
     sampling = sampling or SamplingSettings()
     data: dict[str, Any] = {"family": family, "seed": seed, "index": index}
     if env in ("reasoning_gym", "math"):
-        entry = rebuild_entry(family, seed, index)
+        entry = stable_entry(family, seed, index)
         prompt = f"{entry['question'].rstrip()}\n\n{FORMAT_INSTRUCTIONS}"
     else:
         from verifier.code import humaneval_problem

@@ -16,6 +16,7 @@ trace, so a client cannot feed the verifier its own. Scoring policy (docs/verifi
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -29,6 +30,8 @@ __all__ = [
     "gym_families",
     "rebuild_entry",
     "score_gym_answer",
+    "score_gym_in_process",
+    "stable_entry",
 ]
 
 #: Families registered in reasoning-gym that this verifier does not offer, and why.
@@ -39,11 +42,19 @@ EXCLUDED_FAMILIES: dict[str, str] = {
 #: Families whose entries have no gold answer: the library checks the proposed solution itself.
 NO_GOLD_FAMILIES = frozenset({"graph_color", "propositional_logic", "boxnet", "rubiks_cube", "rush_hour"})
 
+#: Longest answer scored at all, and most moves in a move-list answer.
+MAX_ANSWER_CHARS = 20_000
+MAX_MOVES = 2_000
+#: Building one entry in a cold worker (imports included) takes a few seconds at most.
+ENTRY_TIMEOUT_S = 120.0
+
 _NUMBER = r"-?\d+(?:\.\d+)?"
 #: Answers the family's scorer would dig out of free text must have exactly this shape.
 _SHAPES: dict[str, re.Pattern[str]] = {
     "gsm_symbolic": re.compile(_NUMBER),
     "sokoban": re.compile(r"[LRUD]+"),
+    "rubiks_cube": re.compile(r"[A-Za-z]{1,2}'?\d?(?:\s+[A-Za-z]{1,2}'?\d?)*"),
+    "rush_hour": re.compile(r"[A-Z][+-]\d+(?:[ ,\t\n]+[A-Z][+-]\d+)*"),
     "kakurasu": re.compile(r"[0-9 \t\n]+"),
     "survo": re.compile(r"[0-9 \t\n]+"),
     "fraction_simplification": re.compile(r"\$?\\?(?:d|t)?frac\{-?\d+\}\{\d+\}\$?|-?\d+\s*/\s*\d+"),
@@ -56,9 +67,30 @@ def _score_bool_exact(answer: str, entry: dict[str, Any]) -> float:
     return 1.0 if answer.strip().lower() == str(entry["answer"]).strip().lower() else 0.0
 
 
+def _score_rush_hour(answer: str, entry: dict[str, Any]) -> float:
+    """Every move must be legal and fully made, and the puzzle solved by the last one, not before."""
+    from reasoning_gym.games.rush_hour import Board
+
+    board = Board(entry["metadata"]["board_config"])
+    moves = re.findall(r"([A-Z])([+-])(\d+)", answer)
+    if not moves or len(moves) > MAX_MOVES:
+        return 0.0
+    for letter, sign, number in moves:
+        index, steps = ord(letter) - ord("A"), int(number)
+        if board.solved or index >= len(board._pieces) or board._pieces[index].fixed or steps > 6:
+            return 0.0
+        piece = board._pieces[index]
+        before = piece.position
+        board.move(letter, steps if sign == "+" else -steps)
+        if abs(piece.position - before) != steps * piece.stride:
+            return 0.0  # blocked: the library would silently make part of the move
+    return 1.0 if board.solved else 0.0
+
+
 #: Families scored by our own function instead of the library's.
 _OWN_SCORERS: dict[str, Callable[[str, dict[str, Any]], float]] = {
     "game_of_life_halting": _score_bool_exact,
+    "rush_hour": _score_rush_hour,
 }
 
 
@@ -84,7 +116,12 @@ def _entry(family: str, seed: int, index: int) -> dict[str, Any]:
 
 
 def rebuild_entry(family: str, seed: int, index: int) -> dict[str, Any]:
-    """The entry ``index`` of ``family`` built with ``seed`` (``size = index + 1``), deterministically."""
+    """The entry ``index`` of ``family`` built with ``seed`` (``size = index + 1``) in this process.
+
+    Deterministic only where ``PYTHONHASHSEED=0``: some families (isomorphic_strings, knight_swap,
+    polynomial_multiplication, ransom_note) iterate over sets while generating. Use
+    :func:`stable_entry` anywhere else.
+    """
     if family not in gym_families():
         raise UnknownEnvironmentError(f"unknown reasoning-gym family {family!r}")
     if not (0 <= seed < 2**63 and 0 <= index < 10**7):
@@ -92,12 +129,40 @@ def rebuild_entry(family: str, seed: int, index: int) -> dict[str, Any]:
     return _entry(family, seed, index)
 
 
+def stable_entry(family: str, seed: int, index: int) -> dict[str, Any]:
+    """The entry as every node and client builds it: in a worker with ``PYTHONHASHSEED=0``."""
+    if os.environ.get("PYTHONHASHSEED") == "0":
+        return rebuild_entry(family, seed, index)
+    if family not in gym_families():
+        raise UnknownEnvironmentError(f"unknown reasoning-gym family {family!r}")
+    from verifier.workers import call_in_worker
+
+    entry: dict[str, Any] = call_in_worker("entry", family, seed, index, timeout_s=ENTRY_TIMEOUT_S)
+    return entry
+
+
 def _normal(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def score_gym_answer(family: str, seed: int, index: int, answer: str) -> tuple[float, str]:
-    """Binary score of ``answer`` for entry ``(family, seed, index)`` under the strict policy."""
+def score_gym_answer(family: str, seed: int, index: int, answer: str, *,
+                     timeout_s: float = 20.0) -> tuple[float, str]:
+    """Binary score of ``answer`` for entry ``(family, seed, index)`` under the strict policy.
+
+    Runs in a worker process with a hard timeout: some families' scorers take minutes or gigabytes
+    on hostile answers (rubiks_cube expands ``U999999999`` into a billion moves).
+    """
+    if family not in gym_families():
+        raise UnknownEnvironmentError(f"unknown reasoning-gym family {family!r}")
+    if len(answer) > MAX_ANSWER_CHARS:
+        return 0.0, f"answer longer than {MAX_ANSWER_CHARS} characters"
+    from verifier.workers import run_in_worker
+
+    return run_in_worker("gym", family, seed, index, answer, timeout_s=timeout_s)
+
+
+def score_gym_in_process(family: str, seed: int, index: int, answer: str) -> tuple[float, str]:
+    """The strict scoring itself, in this process (the worker pool calls this)."""
     entry = rebuild_entry(family, seed, index)
     gold = entry.get("answer")
     if family not in NO_GOLD_FAMILIES and isinstance(gold, str):

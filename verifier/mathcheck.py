@@ -10,12 +10,8 @@ stay on inside it, and the parent kills a worker that does not answer in time. A
 from __future__ import annotations
 
 import functools
-import os
-import threading
 from dataclasses import dataclass
 from typing import Any
-
-from verifier.pool import WorkerCrashed, WorkerPool, WorkerTimeout
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -23,15 +19,13 @@ __all__ = [
     "MathResult",
     "check_math",
     "check_math_in_process",
-    "math_pool",
+    "check_math_task",
 ]
 
 #: Whole seconds math-verify may spend parsing, and again comparing (signal.alarm has no fractions).
 DEFAULT_TIMEOUT_S = 3
 #: Longer answers are refused unparsed: no honest final answer to a task is this long.
 MAX_ANSWER_CHARS = 1000
-#: Address-space limit of a math worker (sympy and its imports need about 400 MB of it).
-WORKER_MEMORY_BYTES = 2 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -71,19 +65,17 @@ def check_math_in_process(gold: str, answer: str, timeout_s: int = DEFAULT_TIMEO
     return False, "not equal to the gold answer"
 
 
-_pool_lock = threading.Lock()
-_pool: WorkerPool | None = None
+def check_math_task(family: str, seed: int, index: int, answer: str, *,
+                    timeout_s: int = DEFAULT_TIMEOUT_S) -> MathResult:
+    """Check ``answer`` against the gold of reasoning-gym entry ``(family, seed, index)``."""
+    timeout_s = max(1, int(timeout_s))
+    if len(answer) > MAX_ANSWER_CHARS:
+        return MathResult(False, f"answer longer than {MAX_ANSWER_CHARS} characters")
+    from verifier.workers import run_in_worker
 
-
-def math_pool() -> WorkerPool:
-    """The process-wide math worker pool, created on first use."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            size = int(os.environ.get("TRACEMILL_MATH_WORKERS", "0")) or min(2, os.cpu_count() or 1)
-            _pool = WorkerPool("verifier.mathcheck:check_math_in_process", size=size,
-                               memory_limit=WORKER_MEMORY_BYTES)
-        return _pool
+    ok, reason = run_in_worker("math_task", family, seed, index, answer, timeout_s,
+                               timeout_s=2 * timeout_s + 10)  # + building the entry in a cold worker
+    return MathResult(bool(ok), str(reason))
 
 
 def check_math(gold: str, answer: str, *, timeout_s: int = DEFAULT_TIMEOUT_S) -> MathResult:
@@ -93,13 +85,8 @@ def check_math(gold: str, answer: str, *, timeout_s: int = DEFAULT_TIMEOUT_S) ->
         return MathResult(False, f"answer longer than {MAX_ANSWER_CHARS} characters")
     if not answer.strip():
         return MathResult(False, "empty answer")
-    try:
-        # parsing and comparing each get timeout_s; one more second for the round trip
-        ok, reason = math_pool().call(gold, answer, timeout_s, timeout_s=2 * timeout_s + 1)
-    except WorkerTimeout:
-        return MathResult(False, f"math check timed out after {2 * timeout_s + 1} s (worker killed)")
-    except WorkerCrashed as exc:
-        return MathResult(False, f"math check crashed: {exc}")
-    except RuntimeError as exc:
-        return MathResult(False, f"math check failed: {exc}")
+    from verifier.workers import run_in_worker
+
+    # parsing and comparing each get timeout_s; one more second for the round trip
+    ok, reason = run_in_worker("math", gold, answer, timeout_s, timeout_s=2 * timeout_s + 1)
     return MathResult(bool(ok), str(reason))

@@ -68,9 +68,9 @@ def _worker_main(target: str, memory_limit: int) -> None:
 
 
 class _Worker:
-    def __init__(self, target: str, memory_limit: int | None) -> None:
+    def __init__(self, target: str, memory_limit: int | None, extra_env: dict[str, str]) -> None:
         root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ)
+        env = {**os.environ, **extra_env}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
             _worker_command(target, memory_limit), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -101,8 +101,9 @@ class WorkerPool:
     """Run ``module:function`` in up to ``size`` worker processes, one call per worker at a time."""
 
     def __init__(self, target: str, *, size: int = 2, memory_limit: int | None = None,
-                 start_timeout_s: float = 60.0) -> None:
+                 start_timeout_s: float = 60.0, env: dict[str, str] | None = None) -> None:
         self.target = target
+        self.env = dict(env or {})
         self.size = max(1, size)
         self.memory_limit = memory_limit
         self.start_timeout_s = start_timeout_s
@@ -124,7 +125,7 @@ class WorkerPool:
                     break
                 self._cond.wait()
         try:
-            return _Worker(self.target, self.memory_limit)
+            return _Worker(self.target, self.memory_limit, self.env)
         except BaseException:
             self._discard(None)
             raise
