@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -118,6 +119,7 @@ def test_tasks_are_identical_across_processes_and_hash_seeds() -> None:
     outputs = set()
     for hash_seed in ("1", "2"):
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                              cwd=Path(__file__).resolve().parent.parent,
                               env={"PYTHONHASHSEED": hash_seed, "PATH": "/usr/bin:/bin"})
         assert done.returncode == 0, done.stderr[-2000:]
         outputs.add(done.stdout.strip().splitlines()[-1])

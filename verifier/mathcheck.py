@@ -35,7 +35,7 @@ class MathResult:
 
 
 def _as_latex(text: str) -> str:
-    text = text.strip()
+    text = text.strip().replace("\\$", "")  # an escaped dollar is a currency sign, not math mode
     if "$" in text or "\\boxed" in text or "\\(" in text or "\\[" in text:
         return text
     return f"${text}$"
