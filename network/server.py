@@ -14,6 +14,7 @@ import uvicorn
 
 from network.app import create_app
 from network.config import NodeConfig
+from protocol import AcceptedModel
 
 __all__ = ["NodeServer"]
 
@@ -40,6 +41,8 @@ class NodeServer:
         self.config = config or NodeConfig()
         self.access_log = access_log
         self.base_url: str | None = None
+        #: what /v1/models lists, once started
+        self.accepted_models: list[AcceptedModel] = []
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -49,6 +52,7 @@ class NodeServer:
         if self._thread is not None:
             raise RuntimeError("this node is already running")
         app = create_app(self.db_path, model_files=self.model_files, config=self.config)
+        self.accepted_models = [m.info for m in app.state.node.models.values()]
         sock = _bind(self.host, self.port)
         bound_port = sock.getsockname()[1]
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -88,9 +92,17 @@ class NodeServer:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the node did not start: {self._error or 'timed out'}")
             time.sleep(0.02)
+        port = self.base_url.rsplit(":", 1)[1] if self.base_url else ""
+        probe = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}.get(self.host)
+        url = f"http://{probe}:{port}" if probe else self.base_url
         with httpx.Client(timeout=5.0) as http:
-            resp = http.get(f"{self.base_url}/v1/info")
+            resp = http.get(f"{url}/v1/info")
             resp.raise_for_status()
+
+    @property
+    def running(self) -> bool:
+        """True while the server thread is serving."""
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and wait for the thread to end (open downloads get a few seconds to finish)."""

@@ -94,7 +94,8 @@ def test_nonces_are_refused_once_and_purged_after_expiry(tmp_path: Path) -> None
     assert storage.nonce_count() == 1  # the expired ones went when n2 came
 
 
-def test_tracemill_node_runs_in_the_foreground_until_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_tracemill_node_runs_in_the_foreground_until_stopped(tmp_path: Path, stop: signal.Signals) -> None:
     model = write_model_file(tmp_path)
     db = tmp_path / "op" / "node.sqlite"
     env = {**os.environ, "TRACEMILL_HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
@@ -125,7 +126,7 @@ def test_tracemill_node_runs_in_the_foreground_until_interrupted(tmp_path: Path)
         assert f"database: {db}" in lines
         assert any(x.startswith("accepted model: ") and model.name in x for x in lines)
         assert any(x.startswith("families: ") for x in lines)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

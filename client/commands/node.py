@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,22 +51,32 @@ def run_node(args: argparse.Namespace) -> int:
         db, host=args.host, port=args.port, model_files={f.name: f for f in files}, access_log=True
     )
     url = server.start()
+    previous = _stop_on_sigterm()
     try:
         print(f"node: {url}", flush=True)
         print(f"database: {db}", flush=True)
-        with _client(url) as http:
-            for m in http.get("/v1/models").json():
-                print(f"accepted model: {m['name']} {m['filename']} sha256 {m['sha256']} ({m['size']} bytes)")
+        for m in server.accepted_models:
+            print(f"accepted model: {m.name} {m.filename} sha256 {m.sha256} ({m.size} bytes)", flush=True)
         cfg = server.config
         print(f"families: {', '.join(cfg.families)} (env {cfg.env}, group size {cfg.group_size})", flush=True)
         print("serving; Ctrl-C stops", flush=True)
-        threading.Event().wait()
+        while server.running:  # time.sleep, unlike Event.wait, is interrupted by Ctrl-C on Windows too
+            time.sleep(0.5)
+        print("the node stopped on its own; see the log", file=sys.stderr)
+        return 1
     finally:
         server.stop()
-    return 0
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
-def _client(url: str) -> Any:
-    import httpx
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM (systemd, docker stop) stop the node cleanly, like Ctrl-C; returns the old handler."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        return None
 
-    return httpx.Client(base_url=url, timeout=10.0)
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
