@@ -10,6 +10,7 @@ model's code in the sandbox (``verifier/code_harness.py``), and only a plain val
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import json
 import queue
@@ -82,6 +83,8 @@ class _Channel:
         except (OSError, ValueError):
             pass
         self.lines.put(b"")
+        with contextlib.suppress(OSError):
+            self.proc.stdout.close()
 
     def receive(self, deadline: float) -> dict[str, Any]:
         if self.dead:
@@ -187,11 +190,6 @@ def run_tests(code: str, *, prompt: str, test: str, entry_point: str,
     except _CandidateError as exc:
         result.failures.append(f"code did not start: {exc}")
     finally:
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-        except OSError:
-            pass
         result.sandbox = proc.finish(timeout_s=max(0.5, deadline - time.monotonic()))
     stopped = list(result.sandbox.stopped_by)
     for failure in result.failures:

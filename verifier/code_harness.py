@@ -11,12 +11,16 @@ import errno
 import json
 import os
 import sys
+import traceback
 
 
 def _describe(exc: BaseException) -> str:
+    """Type, errno name, message and the model's line that raised (for the sandbox's report)."""
     code = getattr(exc, "errno", None)
     name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
-    return f"{type(exc).__name__}{' ' + name if name else ''}: {exc}"[:1000]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "solution.py"]
+    where = f" (at: {frames[-1].line})" if frames and frames[-1].line else ""
+    return f"{type(exc).__name__}{' ' + name if name else ''}: {exc}{where}"[:1000]
 
 
 def main() -> None:
@@ -44,6 +48,7 @@ def main() -> None:
             send({"ok": repr(result)})
         except BaseException as exc:
             send({"error": _describe(exc)})
+    os._exit(0)  # threads the model left running must not keep the sandbox alive
 
 
 if __name__ == "__main__":

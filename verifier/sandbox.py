@@ -98,8 +98,8 @@ class SandboxResult:
     layers: tuple[str, ...] = ()
 
 
-_BASE_LAYERS = ("own session and process group", "empty environment", "isolated Python (-I -S)",
-                "fresh work folder", "output caps", "wall-clock kill")
+_BASE_LAYERS = ("own-session", "empty-environment", "isolated-python", "fresh-work-folder", "output-cap",
+                "wall-clock")
 _RLIMIT_LAYERS = ("rlimit-cpu", "rlimit-memory", "rlimit-file-size", "rlimit-open-files",
                   "rlimit-processes")
 _NS_LAYERS = ("network-namespace", "pid-namespace", "mount-namespace", "private-tmp",
@@ -227,21 +227,29 @@ def _release_uid(uid: int) -> None:
         _uids_in_use.discard(uid)
 
 
+def _uid_pids(uid: int) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(entry.path).st_uid == uid:
+                    pids.append(int(entry.name))
+    return pids
+
+
+def _count_uid(uid: int) -> int:
+    return len(_uid_pids(uid))
+
+
 def _kill_uid(uid: int) -> int:
     """SIGKILL every process owned by ``uid`` (only ever a sandbox's own uid). Returns how many."""
     killed = 0
     for _ in range(20):  # a fork bomb may be forking while we sweep
         found = 0
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                if os.stat(entry.path).st_uid != uid:
-                    continue
-                os.kill(int(entry.name), signal.SIGKILL)
+        for pid in _uid_pids(uid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
                 found += 1
-            except (OSError, ValueError):
-                continue
         killed += found
         if not found:
             break
@@ -344,7 +352,13 @@ class SandboxProcess:
             _kill_uid(self._uid)
 
     def finish(self, timeout_s: float | None = None) -> SandboxResult:
-        """Wait for the run to end (killing it past its wall clock), clean up, return the result."""
+        """Close stdin, wait for the run to end (killing it past its wall clock), clean up, return."""
+        stragglers = 0
+        if self._uid is not None and self.proc.poll() is None:
+            stragglers = max(0, _count_uid(self._uid) - 1)  # processes beside the main one
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
         try:
             self.proc.wait(timeout=timeout_s if timeout_s is not None else self.limits.wall_s + 5)
         except subprocess.TimeoutExpired:
@@ -357,9 +371,6 @@ class SandboxProcess:
         if self._uid is not None:
             _kill_uid(self._uid)
             _release_uid(self._uid)
-        with contextlib.suppress(OSError):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
         self._err.thread.join(timeout=5)
         out = b""
         truncated = self._err.total > len(self._err.data)
@@ -372,6 +383,8 @@ class SandboxProcess:
                                killed_by=self.killed_by, output_truncated=truncated,
                                layers=self.layers.layers)
         result.stopped_by = _attribute(result)
+        if stragglers:  # a detached child would have outlived the run: the sandbox's end killed it
+            result.stopped_by.append("pid-namespace" if "pid-namespace" in result.layers else "process-sweep")
         return result
 
 
@@ -405,11 +418,15 @@ _TEXT_LAYERS = [
     ("Too many open files", "rlimit-open-files"), ("File too large", "rlimit-file-size"),
     ("No such process", "pid-namespace"), ("Permission denied", "unprivileged-uid"),
     ("Operation not permitted", "unprivileged-uid"), ("No such file or directory", "mount-namespace"),
+    ("No module named", "isolated-python"), ("can't start new thread", "rlimit-processes"),
+    ("environ", "empty-environment"), ("getenv", "empty-environment"),
 ]
 
 
 def layer_for_error(text: str) -> str | None:
     """The layer an error message (an exception's type, errno name and text) points at, if any."""
+    if "ENOENT" in text and "'/tmp/" in text:
+        return "private-tmp"
     for name, layer in _ERRNO_LAYERS.items():
         if name in text:
             return layer
@@ -426,7 +443,7 @@ def _attribute(result: SandboxResult) -> list[str]:
     rc = result.returncode
     sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc is not None and rc > 128 else 0)
     if sig and not result.killed_by:  # a namespace's init reports a signal death as 128 + signal
-        if sig in (signal.SIGXCPU, signal.SIGKILL):
+        if sig == signal.SIGXCPU:
             stopped.append("rlimit-cpu")
         elif sig == signal.SIGXFSZ:
             stopped.append("rlimit-file-size")
