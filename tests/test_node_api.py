@@ -230,6 +230,11 @@ def test_malformed_trace_batch_is_422(signer: Signer) -> None:
 def test_oversized_body_is_413(signer: Signer) -> None:
     resp = signer.post("/v1/traces", body=b"x" * (CONFIG.max_body_bytes + 1))
     assert resp.status_code == 413 and error(resp).code == "body_too_large"
+    # chunked, so the node only finds out while reading
+    chunks = (b"x" * 1024 for _ in range(CONFIG.max_body_bytes // 1024 + 1))
+    resp = signer.http.post("/v1/traces", content=chunks)
+    assert "content-length" not in resp.request.headers
+    assert resp.status_code == 413 and error(resp).code == "body_too_large"
 
 
 def test_balance_of_an_unknown_contributor_is_empty(http: httpx.Client) -> None:

@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from network.config import NodeConfig
@@ -266,3 +267,41 @@ def test_concurrent_uploads_credit_once(alice: Signer) -> None:
     bal = alice.balance()
     assert bal["balance"] == pytest.approx(2 * PASS_CREDIT)
     assert (bal["accepted"], bal["rejected"]) == (2, 7)
+
+
+def test_a_verifier_failure_is_rejected_with_a_reason(tmp_path: Path, model: Path) -> None:
+    """A task the verifier cannot handle (put straight into the database) gets 'verifier_error'."""
+    from network.storage import Storage
+    from protocol import Task
+
+    db = tmp_path / "node.sqlite"
+    with running_node(db, model, CONFIG) as base:
+        s = Signer(base)
+        real = lease_for(s, count=1)
+        odd = Task(task_id="odd:1", env="no_such_env", prompt="2+2?", group_size=4)
+        lease = real.model_copy(update={"lease_id": "hand-made", "tasks": [odd]})
+        Storage(db).add_lease(lease, task_seed=0)
+        trace = make_trace(
+            s.identity, lease, odd, "<answer>4</answer>", verdict=Verdict(score=1.0, passed=True)
+        )
+        (receipt,) = s.upload(trace)
+        s.close()
+    assert receipt["status"] == "rejected" and receipt["reason"].startswith("verifier_error")
+
+
+def test_the_ledger_and_nonces_survive_a_restart(tmp_path: Path, model: Path) -> None:
+    db = tmp_path / "node.sqlite"
+    s = Signer("http://unused")
+    body = b"{}"
+    headers = s.headers("POST", "/v1/contributors", body)
+    with running_node(db, model, CONFIG) as base:
+        s.http = httpx.Client(base_url=base, timeout=60.0)
+        assert s.http.post("/v1/contributors", content=body, headers=headers).status_code == 200
+        (receipt,) = s.upload(honest_pass(s, lease_for(s, 1)))
+        s.http.close()
+    with running_node(db, model, CONFIG) as base:
+        s.http = httpx.Client(base_url=base, timeout=60.0)
+        again = s.http.post("/v1/contributors", content=body, headers=headers)
+        assert again.status_code == 401 and again.json()["code"] == "replayed_nonce"
+        assert s.balance()["balance"] == pytest.approx(receipt["credit"]) == pytest.approx(PASS_CREDIT)
+        s.http.close()
