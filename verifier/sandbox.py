@@ -346,10 +346,16 @@ class SandboxProcess:
         with self._lock:
             if self.killed_by is None and self.proc.poll() is None:
                 self.killed_by = reason
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._kill_group()
         if self._uid is not None:
             _kill_uid(self._uid)
+
+    def _kill_group(self) -> None:
+        with contextlib.suppress(OSError):
+            if hasattr(os, "killpg"):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            else:  # Windows: no process groups to signal
+                self.proc.kill()
 
     def finish(self, timeout_s: float | None = None) -> SandboxResult:
         """Close stdin, wait for the run to end (killing it past its wall clock), clean up, return."""
@@ -366,8 +372,7 @@ class SandboxProcess:
             self.proc.wait()
         elapsed = time.perf_counter() - self.started
         self._timer.cancel()
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # stragglers left in the group
+        self._kill_group()  # stragglers left in the group
         if self._uid is not None:
             _kill_uid(self._uid)
             _release_uid(self._uid)
@@ -443,9 +448,9 @@ def _attribute(result: SandboxResult) -> list[str]:
     rc = result.returncode
     sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc is not None and rc > 128 else 0)
     if sig and not result.killed_by:  # a namespace's init reports a signal death as 128 + signal
-        if sig == signal.SIGXCPU:
+        if sig == getattr(signal, "SIGXCPU", None):
             stopped.append("rlimit-cpu")
-        elif sig == signal.SIGXFSZ:
+        elif sig == getattr(signal, "SIGXFSZ", None):
             stopped.append("rlimit-file-size")
     text = result.stderr.decode(errors="replace")
     layer = layer_for_error(text)

@@ -11,7 +11,10 @@ import sys
 
 
 def _set_limits(limits: dict) -> None:
-    import resource
+    try:
+        import resource
+    except ImportError:  # Windows: no rlimits (the sandbox reports that layer as missing)
+        return
 
     table = {
         "cpu_s": resource.RLIMIT_CPU,
