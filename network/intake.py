@@ -34,6 +34,12 @@ class Rejection(Exception):
         return f"{self.code}: {self.detail}" if self.detail else self.code
 
 
+def _already_credited() -> Rejection:
+    return Rejection(
+        "sample_already_credited", "another trace was already credited for this (lease, task, sample_index)"
+    )
+
+
 def process_batch(
     storage: Storage, config: NodeConfig, signer: str, traces: list[SignedTrace], *, now: float
 ) -> BatchReceipt:
@@ -73,7 +79,13 @@ def _process_one(
         status, reason, credit = "accepted", "", config.credit.credit(node_score)
 
     stored = storage.record_trace(
-        signed, status=status, reason=reason, credit=credit, node_score=node_score, now=now
+        signed,
+        status=status,
+        reason=reason,
+        credit=credit,
+        node_score=node_score,
+        now=now,
+        already_credited=_already_credited().reason,
     )
     if stored is None:  # the same trace arrived concurrently and was stored first
         again = storage.get_trace(trace_id)
@@ -110,7 +122,7 @@ def _check_and_verify(storage: Storage, config: NodeConfig, signed: SignedTrace,
     if now > lease.expires_at + config.lease_grace_seconds:
         raise Rejection("lease_expired", "the lease expired before this upload; lease new tasks")
     if storage.sample_credited(trace.lease_id, trace.task_id, trace.sample_index):
-        raise Rejection("sample_already_credited", "another trace was already credited for this sample")
+        raise _already_credited()
 
     try:
         verdict = verifier.verify(task, trace.completion)

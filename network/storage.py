@@ -211,11 +211,13 @@ class Storage:
         credit: float,
         node_score: float | None,
         now: float,
+        already_credited: str = "sample_already_credited",
     ) -> StoredTrace | None:
         """Store a trace with its outcome and its ledger row, in one transaction.
 
         Returns None when a trace with this id is already stored (a concurrent duplicate). An accepted
-        trace whose (lease, task, sample) was credited meanwhile is stored as rejected instead.
+        trace whose (lease, task, sample) was credited meanwhile is stored as rejected instead, with the
+        reason ``already_credited``.
         """
         t = signed.trace
         trace_id = t.trace_id
@@ -230,7 +232,7 @@ class Storage:
                     (t.lease_id, t.task_id, t.sample_index),
                 ).fetchone()
             ):
-                status, reason, credit = "rejected", _ALREADY_CREDITED, 0.0
+                status, reason, credit = "rejected", already_credited, 0.0
             self._register(conn, t.contributor, now)
             conn.execute(
                 "INSERT INTO traces (trace_id, contributor, lease_id, task_id, sample_index, signed_json,"
@@ -290,7 +292,3 @@ class Storage:
             rejected=int(rejected),
             entries=entries,
         )
-
-
-#: the reason a second, different trace for an already-credited sample gets (also used by intake)
-_ALREADY_CREDITED = "sample_already_credited"
