@@ -74,12 +74,12 @@ def choose_model(
 ) -> tuple[AcceptedModel, Path]:
     """Pick the accepted model to contribute with: the configured file if it is one the network
     accepts, else an installed one, else download the first one the network lists."""
-    from inference.models import download_model, sha256_file
-
     models = node.models()
     if not models:
         raise ModelChoiceError("the network accepts no models at the moment; try again later")
     if config.model_file:
+        from inference.models import sha256_file
+
         path = Path(config.model_file).expanduser()
         digest = sha256_file(path)
         for model in models:
@@ -93,6 +93,8 @@ def choose_model(
         path = _installed(model, dirs)
         if path is not None:
             return model, path
+    from inference.models import download_model
+
     model = models[0]
     log.info("downloading %s (%d MB) from the network", model.name, model.size // 1_000_000)
     path = download_model(model, node.absolute_url(model.url), paths.models_dir, http=node.http,
