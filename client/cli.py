@@ -47,6 +47,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
         ("wallet.errors", "WalletError"),
         ("inference.errors", "InferenceError"),
         ("verifier", "UnknownEnvironmentError"),
+        ("client.session", "ModelChoiceError"),
     ):
         try:
             types.append(getattr(importlib.import_module(module), name))
