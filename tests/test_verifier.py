@@ -30,10 +30,21 @@ ROOT = Path(__file__).resolve().parent.parent
         ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
         ("<think>x</think>\\boxed{a{b}c", None),
         ("no answer at all", None),
+        ("<think>x</think><answer>1</answer><answer>2</answer></answer>", "2"),
+        ("<think>x</think><answer>4</answer> and then <answer>unfinished", "4"),
     ],
 )
 def test_extract_answer_only_after_reasoning(completion: str, answer: str | None) -> None:
     assert extract_answer(completion) == answer
+
+
+def test_hostile_completions_are_handled_in_linear_time() -> None:
+    """A regex over 25,000 unclosed tags took 37 s here; the node must not be that easy to stall."""
+    for text in ["<answer>" * 25_000, "\\boxed{" * 25_000, "{" * 200_000, "<think>" * 25_000]:
+        assert extract_answer(text) is None
+        assert not check_format(text).ok
+    task = make_task("reasoning_gym", "basic_arithmetic", 1, 0)
+    assert not verify(task, "<think>x</think>" + "<answer>" * 20_000).passed
 
 
 def test_format_check_is_separate_from_answer() -> None:

@@ -15,7 +15,8 @@ __all__ = ["FormatCheck", "after_reasoning", "check_format", "extract_answer", "
 
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
-_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_ANSWER_OPEN = "<answer>"
+_ANSWER_CLOSE = "</answer>"
 _BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 
@@ -42,20 +43,34 @@ def after_reasoning(completion: str) -> str | None:
 
 
 def extract_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{…}`` (balanced braces), or ``None``."""
-    last: str | None = None
-    for match in _BOXED_RE.finditer(text):
-        depth, start = 1, match.end()
-        for i in range(start, len(text)):
-            ch = text[i]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    last = text[start:i]
-                    break
-    return last
+    """Content of the last ``\\boxed{…}`` with balanced braces, or ``None``. Linear time."""
+    starts = [m.end() for m in _BOXED_RE.finditer(text)]  # index just after each opening brace
+    if not starts:
+        return None
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append(i + 1)
+        elif ch == "}" and stack:
+            closing[stack.pop()] = i
+    for start in reversed(starts):
+        if start in closing:
+            return text[start : closing[start]]
+    return None
+
+
+def _last_answer_block(text: str) -> str | None:
+    """The last complete ``<answer>…</answer>``: the last opening tag before the last closing one,
+    up to the first closing tag after it. Linear time (a regex here is quadratic on hostile text)."""
+    last_close = text.rfind(_ANSWER_CLOSE)
+    if last_close < 0:
+        return None
+    open_ = text.rfind(_ANSWER_OPEN, 0, last_close)
+    if open_ < 0:
+        return None
+    start = open_ + len(_ANSWER_OPEN)
+    return text[start : text.find(_ANSWER_CLOSE, start)]
 
 
 def extract_answer(completion: str) -> str | None:
@@ -66,9 +81,9 @@ def extract_answer(completion: str) -> str | None:
     final = after_reasoning(completion)
     if final is None:
         return None
-    answers = _ANSWER_RE.findall(final)
-    if answers:
-        return answers[-1].strip()
+    answer = _last_answer_block(final)
+    if answer is not None:
+        return answer.strip()
     boxed = extract_boxed(final)
     return boxed.strip() if boxed is not None else None
 
@@ -81,9 +96,11 @@ def check_format(completion: str) -> FormatCheck:
     if stripped.count(_THINK_OPEN) != 1 or stripped.count(_THINK_CLOSE) != 1:
         return FormatCheck(False, "needs exactly one <think>…</think> block")
     final = after_reasoning(stripped) or ""
-    n_answers = len(_ANSWER_RE.findall(final))
-    if n_answers > 1:
+    n_open, n_close = final.count(_ANSWER_OPEN), final.count(_ANSWER_CLOSE)
+    if n_open > 1 or n_close > 1:
         return FormatCheck(False, "more than one <answer> block")
-    if n_answers == 0 and extract_boxed(final) is None:
+    if n_open != n_close:
+        return FormatCheck(False, "unbalanced <answer> tags")
+    if n_open == 0 and extract_boxed(final) is None:
         return FormatCheck(False, "no <answer>…</answer> or \\boxed{} after </think>")
     return FormatCheck(True, "ok")
