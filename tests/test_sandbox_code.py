@@ -70,6 +70,8 @@ def test_extract_code() -> None:
     assert extract_code("```\nx = 1\n```\n```py\ny = 2\n```") == "y = 2\n"
     assert extract_code("def f(): pass") == "def f(): pass"
     assert extract_code("no code at all") is None
+    assert extract_code("```python\n" * 30_000) == ""  # many empty blocks: linear time, last is empty
+    assert extract_code("\n" * 200_000) is None
 
 
 def test_describe_sandbox_names_the_layers() -> None:

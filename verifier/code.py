@@ -32,7 +32,8 @@ MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_CODE_CHARS = 50_000
 DEFAULT_LIMITS = Limits(wall_s=10.0, cpu_s=5)
 
-_CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL)
+_LANGUAGE_TAG = re.compile(r"[A-Za-z0-9_+.-]{0,20}")
+_LOOKS_LIKE_PYTHON = re.compile(r"^[ \t]*(?:def|import|from|class) ", re.MULTILINE)
 
 
 @functools.cache
@@ -52,11 +53,17 @@ def humaneval_problem(index: int) -> dict[str, Any]:
 
 
 def extract_code(answer: str) -> str | None:
-    """The last fenced code block of ``answer``, else the answer itself if it looks like Python."""
-    blocks = _CODE_BLOCK.findall(answer)
+    """The last fenced code block of ``answer``, else the answer itself if it looks like Python.
+
+    Splitting on the fences keeps this linear: a lazy regex over many unclosed fences is quadratic.
+    """
+    parts = answer.split("```")
+    blocks = (len(parts) - 1) // 2
     if blocks:
-        return str(blocks[-1])
-    return answer if re.search(r"^\s*(def|import|from|class) ", answer, re.MULTILINE) else None
+        block = parts[2 * blocks - 1]
+        tag, newline, body = block.partition("\n")
+        return body if newline and _LANGUAGE_TAG.fullmatch(tag.strip()) else block
+    return answer if _LOOKS_LIKE_PYTHON.search(answer) else None
 
 
 class _CandidateError(Exception):
