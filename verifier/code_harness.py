@@ -31,7 +31,7 @@ def main() -> None:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 
-    namespace = {"__name__": "solution"}
+    namespace: dict = {"__name__": "solution"}
     try:
         with open("solution.py", encoding="utf-8") as f:
             source = f.read()
