@@ -141,3 +141,22 @@ def test_cli_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
     (tmp_path / "ok.json").write_text(make_task("reasoning_gym", "basic_arithmetic", 2, 1).model_dump_json())
     done = _cli(str(tmp_path / "ok.json"), str(tmp_path / "missing.txt"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_workers_start_lazily_and_go_away_at_exit() -> None:
+    """Importing the verifier starts nothing; a process that used the pool exits without hanging and
+    leaves no worker behind."""
+    script = (
+        "import os, verifier.workers as w\n"
+        "assert w._pool is None\n"
+        "from verifier.mathcheck import check_math\n"
+        "assert check_math('1/2', '0.5').correct\n"
+        "print(' '.join(str(x.proc.pid) for x in w._pool._idle))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pids = [int(p) for p in done.stdout.split()]
+    assert pids
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]

@@ -43,7 +43,11 @@ def _worker_main(target: str, memory_limit: int) -> None:
     """Body of a worker process: read pickled argument tuples on stdin, answer on stdout."""
     channel = Connection(os.dup(1))
     requests = Connection(os.dup(0))
-    os.dup2(2, 1)  # anything the target prints goes to stderr, never into the channel
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # what libraries print (reasoning-gym prints dots) never enters the channel
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)  # a worker's expected timeouts are not warnings
     if memory_limit:
         try:
             import resource
