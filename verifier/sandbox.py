@@ -12,8 +12,8 @@ group. Where the platform allows, more layers on top:
   enforced (it is not for root). Namespaces forbidden (Ubuntu's AppArmor restriction on user
   namespaces) are detected, and the sandbox falls back with a warning.
 * macOS: ``sandbox-exec`` with a profile that denies the network and writes outside the work folder.
-* Windows: rlimits do not exist; the wall-clock kill and output caps still apply (a job object is
-  not implemented yet; :func:`sandbox_layers` says so).
+* Windows: no rlimits; a job object (``verifier/sandbox_windows.py``) limits memory, processes and
+  CPU time and kills everything in it on close.
 
 :func:`describe_sandbox` says which layers are active; the app logs it at startup.
 """
@@ -169,7 +169,8 @@ def sandbox_layers() -> SandboxLayers:
     forced = os.environ.get("TRACEMILL_SANDBOX", "").strip().lower()
     warnings: list[str] = []
     if sys.platform == "win32":
-        return SandboxLayers("none", _BASE_LAYERS, ("no rlimits or job object on Windows yet",))
+        return SandboxLayers("job-object", _BASE_LAYERS + ("job-memory", "job-processes", "job-cpu"),
+                             ("Windows has no namespaces here: no network or filesystem isolation",))
     if sys.platform == "darwin":
         tool = "sandbox-exec" if shutil.which("sandbox-exec") and forced != "none" else "none"
         layers = _BASE_LAYERS + _RLIMIT_LAYERS
@@ -309,10 +310,21 @@ class SandboxProcess:
             for path in [self.workdir, *(os.path.join(self.workdir, n) for n in files)]:
                 os.chown(path, self._uid, self._uid)
         self.started = time.perf_counter()
+        self._job = None
+        flags = 0
+        if self.layers.tool == "job-object":
+            from verifier.sandbox_windows import CREATE_SUSPENDED, JobObject
+
+            self._job = JobObject(cpu_s=self.limits.cpu_s, memory_bytes=self.limits.memory_bytes,
+                                  processes=self.limits.processes)
+            flags = CREATE_SUSPENDED | subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
         self.proc = subprocess.Popen(
-            self._command(script, args), cwd=self.workdir, env={}, start_new_session=True,
+            self._command(script, args), cwd=self.workdir, env=self._environment(), start_new_session=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True,
+            creationflags=flags,
         )
+        if self._job is not None:
+            self._job.adopt(self.proc)
         self.stdin = self.proc.stdin
         self.stdout = self.proc.stdout
         lim = self.limits
@@ -350,7 +362,14 @@ class SandboxProcess:
         if self._uid is not None:
             _kill_uid(self._uid)
 
+    def _environment(self) -> dict[str, str]:
+        if sys.platform == "win32":  # Windows cannot start a process without SYSTEMROOT
+            return {"SYSTEMROOT": os.environ.get("SYSTEMROOT", r"C:\Windows")}
+        return {}
+
     def _kill_group(self) -> None:
+        if self._job is not None:
+            self._job.kill()
         with contextlib.suppress(OSError):
             if hasattr(os, "killpg"):
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -373,6 +392,8 @@ class SandboxProcess:
         elapsed = time.perf_counter() - self.started
         self._timer.cancel()
         self._kill_group()  # stragglers left in the group
+        if self._job is not None:
+            self._job.close()
         if self._uid is not None:
             _kill_uid(self._uid)
             _release_uid(self._uid)

@@ -47,6 +47,11 @@ def main(argv: list) -> None:
     if limits.get("uid") is not None and os.getuid() == 0:
         _drop_privileges(limits["uid"], limits["gid"])
     _set_limits(limits)
+    if os.name == "nt":  # Windows has no exec: run the payload as a child (it stays in the job object)
+        import subprocess
+
+        env = {"SYSTEMROOT": os.environ.get("SYSTEMROOT", "C:\\Windows")}
+        sys.exit(subprocess.call(payload, env=env))
     os.execve(payload[0], payload, {})  # an empty environment: no secrets inherited
 
 
