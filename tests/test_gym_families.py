@@ -102,6 +102,9 @@ def test_family_scores_strictly(family: str) -> None:
     wrong = verify(task, _completion("zzq 987654321 not it"))
     assert wrong.score == 0.0 and not wrong.passed, family
 
+    if family == "boxnet":  # the question asks for a ```json block: a fence around the answer is fine
+        assert verify(task, _completion(f"```json\n{solution}\n```")).passed
+
     for padded in (f"The answer is {solution} (I am fairly sure)", f"{solution}\n{solution}",
                    f"{solution} or maybe 42"):
         verdict = verify(task, _completion(padded))

@@ -141,6 +141,16 @@ def stable_entry(family: str, seed: int, index: int) -> dict[str, Any]:
     return entry
 
 
+def _unfence(answer: str) -> str:
+    """An answer wrapped whole in one code fence (```json … ```) is the text inside it."""
+    text = answer.strip()
+    if text.startswith("```") and text.endswith("```") and text.count("```") == 2 and len(text) > 6:
+        inner = text[3:-3]
+        first, newline, rest = inner.partition("\n")
+        return (rest if newline and re.fullmatch(r"[A-Za-z0-9_+-]{0,20}", first.strip()) else inner).strip()
+    return answer
+
+
 def _normal(text: str) -> str:
     return " ".join(text.split()).casefold()
 
@@ -164,6 +174,7 @@ def score_gym_answer(family: str, seed: int, index: int, answer: str, *,
 def score_gym_in_process(family: str, seed: int, index: int, answer: str) -> tuple[float, str]:
     """The strict scoring itself, in this process (the worker pool calls this)."""
     entry = rebuild_entry(family, seed, index)
+    answer = _unfence(answer)
     gold = entry.get("answer")
     if family not in NO_GOLD_FAMILIES and isinstance(gold, str):
         norm_answer, norm_gold = _normal(answer), _normal(gold)
