@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
+import llama_cpp
 import numpy as np
 
 from inference.chat_template import render_chat
@@ -276,8 +277,11 @@ class Engine:
                 self._ctx.close()
                 self._ctx = None
             size = max(cells, self.n_ctx)
+            # Flash attention on the CPU is what makes prefill and decode agree bit for bit; GPU
+            # backends decide for themselves.
+            fa = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.n_gpu_layers == 0 else -1
             self._ctx = LlamaContext(
-                m, n_ctx=size, n_seq=self.max_group, n_threads=self.n_threads, n_batch=512
+                m, n_ctx=size, n_seq=self.max_group, n_threads=self.n_threads, n_batch=512, flash_attn=fa
             )
             log.debug("context of %d KV cells for groups up to %d", size, self.max_group)
         if self._batch is None:
@@ -429,22 +433,25 @@ class Engine:
         )
 
     # -- scoring ------------------------------------------------------------------------------------------
-    def prefill_logits(self, tokens: Sequence[int]) -> np.ndarray:
-        """Logits at every position of ``tokens`` from one prefill (row p predicts token p+1); for replay."""
-        return self._call(self._prefill_logits, list(tokens))
+    def scan_logits(self, tokens: Sequence[int], first: int, fn: Callable[[int, np.ndarray], None]) -> None:
+        """Run ``tokens`` through one prefill and call ``fn(p, logits)`` for each position ``p >= first``,
+        where ``logits`` (a view, valid only during the call) predicts token ``p + 1``. Used by replay."""
+        self._call(self._scan_logits, list(tokens), first, fn)
 
-    def _prefill_logits(self, tokens: list[int]) -> np.ndarray:
+    def _scan_logits(self, tokens: list[int], first: int, fn: Callable[[int, np.ndarray], None]) -> None:
         if len(tokens) > self.n_ctx:
             raise ContextOverflowError(f"{len(tokens)} tokens do not fit in the context of {self.n_ctx}.")
         ctx = self._ensure_context(len(tokens), 1)
         batch = self._batch
         assert batch is not None
-        out = np.empty((len(tokens), self._require_model().n_vocab), dtype=np.float32)
         for start in range(0, len(tokens), batch.capacity):
             batch.clear()
             end = min(start + batch.capacity, len(tokens))
             for pos in range(start, end):
-                batch.add(tokens[pos], pos, 0, True)
+                batch.add(tokens[pos], pos, 0, pos >= first)
             ctx.decode(batch)
-            out[start:end] = ctx.logits(end - start)
-        return out
+            lo = max(start, first)
+            if lo < end:
+                rows = ctx.logits(end - lo)
+                for j, pos in enumerate(range(lo, end)):
+                    fn(pos, rows[j])

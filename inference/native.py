@@ -29,6 +29,7 @@ _backend_ready = False
 # ggml's levels: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
 _LEVELS = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.WARNING, 4: logging.ERROR}
 _last_errors: list[str] = []
+UBATCH = 32
 
 
 @llama_cpp.llama_log_callback
@@ -169,17 +170,28 @@ class LlamaContext:
     """A llama.cpp context with a unified KV cache shared by up to ``n_seq`` sequences."""
 
     def __init__(
-        self, model: LlamaModel, *, n_ctx: int, n_seq: int, n_threads: int, n_batch: int = 512
+        self,
+        model: LlamaModel,
+        *,
+        n_ctx: int,
+        n_seq: int,
+        n_threads: int,
+        n_batch: int = 512,
+        flash_attn: int = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
     ) -> None:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = n_batch
-        params.n_ubatch = min(n_batch, 512)
+        # Physical batches under 64 tokens with flash attention make llama.cpp's CPU backend compute
+        # every token bit-for-bit as a one-token decode does (64 and more take another kernel path), so a
+        # replay by prefill sees exactly the logits the sampler saw. See docs/sampling.md.
+        params.n_ubatch = min(n_batch, UBATCH)
         params.n_seq_max = n_seq
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
         params.kv_unified = True
         params.no_perf = True
+        params.flash_attn_type = flash_attn
         _last_errors.clear()
         ctx = llama_cpp.llama_init_from_model(model.ptr, params)
         if not ctx:
