@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifier.sandbox_report import attribute, layer_for_error
+
 __all__ = [
     "Limits",
     "SandboxLayers",
@@ -408,7 +410,7 @@ class SandboxProcess:
         result = SandboxResult(self.proc.returncode, out, bytes(self._err.data), elapsed,
                                killed_by=self.killed_by, output_truncated=truncated,
                                layers=self.layers.layers)
-        result.stopped_by = _attribute(result)
+        result.stopped_by = attribute(result)
         if stragglers:  # a detached child would have outlived the run: the sandbox's end killed it
             result.stopped_by.append("pid-namespace" if "pid-namespace" in result.layers else "process-sweep")
         return result
@@ -425,56 +427,3 @@ def run_python(source: str, *, limits: Limits | None = None, stdin: bytes = b"",
     except OSError:
         pass
     return proc.finish()
-
-
-#: errno (by name) to the layer that most likely produced it.
-_ERRNO_LAYERS = {
-    "ENETUNREACH": "network-namespace", "EADDRNOTAVAIL": "network-namespace",
-    "ECONNREFUSED": "network-namespace", "EAI_NONAME": "network-namespace",
-    "EROFS": "read-only-system", "ENOENT": "mount-namespace", "ESRCH": "pid-namespace",
-    "EACCES": "unprivileged-uid", "EPERM": "unprivileged-uid", "EAGAIN": "rlimit-processes",
-    "EMFILE": "rlimit-open-files", "EFBIG": "rlimit-file-size", "ENOMEM": "rlimit-memory",
-}
-_TEXT_LAYERS = [
-    ("MemoryError", "rlimit-memory"), ("Cannot allocate memory", "rlimit-memory"),
-    ("Network is unreachable", "network-namespace"), ("Temporary failure in name resolution",
-                                                      "network-namespace"),
-    ("Name or service not known", "network-namespace"), ("Connection refused", "network-namespace"),
-    ("Read-only file system", "read-only-system"), ("Resource temporarily unavailable", "rlimit-processes"),
-    ("Too many open files", "rlimit-open-files"), ("File too large", "rlimit-file-size"),
-    ("No such process", "pid-namespace"), ("Permission denied", "unprivileged-uid"),
-    ("Operation not permitted", "unprivileged-uid"), ("No such file or directory", "mount-namespace"),
-    ("No module named", "isolated-python"), ("can't start new thread", "rlimit-processes"),
-    ("environ", "empty-environment"), ("getenv", "empty-environment"),
-]
-
-
-def layer_for_error(text: str) -> str | None:
-    """The layer an error message (an exception's type, errno name and text) points at, if any."""
-    if "ENOENT" in text and "'/tmp/" in text:
-        return "private-tmp"
-    for name, layer in _ERRNO_LAYERS.items():
-        if name in text:
-            return layer
-    for needle, layer in _TEXT_LAYERS:
-        if needle in text:
-            return layer
-    return None
-
-
-def _attribute(result: SandboxResult) -> list[str]:
-    stopped: list[str] = []
-    if result.killed_by:
-        stopped.append(result.killed_by)
-    rc = result.returncode
-    sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc is not None and rc > 128 else 0)
-    if sig and not result.killed_by:  # a namespace's init reports a signal death as 128 + signal
-        if sig == getattr(signal, "SIGXCPU", None):
-            stopped.append("rlimit-cpu")
-        elif sig == getattr(signal, "SIGXFSZ", None):
-            stopped.append("rlimit-file-size")
-    text = result.stderr.decode(errors="replace")
-    layer = layer_for_error(text)
-    if layer and layer not in stopped:
-        stopped.append(layer)
-    return stopped
