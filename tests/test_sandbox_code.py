@@ -83,3 +83,28 @@ def test_run_python_collects_output_and_exit_status() -> None:
     result = run_python("import sys\nprint('hello')\nprint('oops', file=sys.stderr)\nsys.exit(3)")
     assert result.returncode == 3 and result.stdout == b"hello\n" and result.stderr == b"oops\n"
     assert result.stopped_by == [] and result.killed_by is None
+
+
+def test_forbidden_user_namespaces_fall_back_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ubuntu's AppArmor setting makes bwrap fail to set up its namespaces: detect it, use the next
+    tool, and say so. (Only bwrap's probe is made to fail; unshare's runs for real.)"""
+    import verifier.sandbox as sandbox
+
+    real_probe = sandbox._probe
+
+    def probe(argv: list[str]) -> tuple[bool, str]:
+        if argv[0] == "bwrap":
+            return False, "bwrap: setting up uid map: Permission denied"
+        return real_probe(argv)
+
+    monkeypatch.setattr(sandbox, "_probe", probe)
+    sandbox.sandbox_layers.cache_clear()
+    try:
+        layers = sandbox.sandbox_layers()
+        assert layers.tool == "unshare" and "network-namespace" in layers.layers
+        assert any("bwrap cannot create namespaces" in w for w in layers.warnings)
+        assert "WARNING" in sandbox.describe_sandbox()
+        result = sandbox.run_python("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)")
+        assert result.returncode != 0 and "network-namespace" in result.stopped_by
+    finally:
+        sandbox.sandbox_layers.cache_clear()
