@@ -239,15 +239,22 @@ def test_the_fallback_without_namespaces_still_has_rlimits(monkeypatch: pytest.M
     try:
         layers = sandbox_layers()
         assert layers.tool == "none" and "network-namespace" not in layers.layers
-        names = ["memory_bomb", "infinite_loop", "environment_secret", "huge_output"]
-        if "unprivileged-uid" in layers.layers:  # never a fork bomb as root without RLIMIT_NPROC
-            names.append("fork_bomb")
+        names = ["memory_bomb", "infinite_loop", "environment_secret", "huge_output", "setsid_survivor"]
+        process_cap = {"unprivileged-uid", "pids-cgroup"} & set(layers.layers)
+        if process_cap:  # never a fork bomb as root without a process cap
+            names += ["fork_bomb", "thread_bomb"]
         else:
             assert any("RLIMIT_NPROC" in w for w in layers.warnings) or os.geteuid() != 0
         for name in names:
             code, expected = ATTEMPTS[name]
-            run = run_tests(_body(code), prompt=PROMPT, test=TEST, entry_point="attempt", limits=LIMITS)
+            if name in ("fork_bomb", "thread_bomb"):
+                expected = {"rlimit-processes", "pids-cgroup"}
+            if name == "setsid_survivor":
+                expected = {"process-sweep"}
+            run = run_tests(_body(code.format(token=TOKEN)), prompt=PROMPT, test=TEST, entry_point="attempt",
+                            limits=LIMITS)
             assert not run.passed and set(run.stopped_by) & expected, (name, run.stopped_by)
+            assert _survivors() == []
         assert _leftovers() == []
     finally:
         sandbox_layers.cache_clear()

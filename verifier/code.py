@@ -23,6 +23,7 @@ from typing import Any
 
 from verifier.errors import UnknownEnvironmentError
 from verifier.sandbox import Limits, SandboxProcess, SandboxResult, layer_for_error
+from verifier.sandbox_report import in_context
 
 __all__ = ["CodeRunResult", "extract_code", "humaneval_problem", "run_tests", "score_code_answer"]
 
@@ -203,7 +204,7 @@ def run_tests(code: str, *, prompt: str, test: str, entry_point: str,
         layer = layer_for_error(failure)
         if layer and layer not in stopped:
             stopped.append(layer)
-    result.stopped_by = stopped
+    result.stopped_by = in_context(stopped, result.sandbox.layers)
     return result
 
 

@@ -36,7 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier.sandbox_report import attribute, layer_for_error
+from verifier.sandbox_cgroup import PidsCgroup, pids_cgroup_root
+from verifier.sandbox_report import attribute, in_context, layer_for_error
 
 __all__ = [
     "Limits",
@@ -80,6 +81,7 @@ class SandboxLayers:
     layers: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     drop_uid: bool = False
+    pids_cgroup: bool = False
 
     def describe(self) -> str:
         text = f"sandbox ({self.tool}): " + ", ".join(self.layers)
@@ -195,14 +197,22 @@ def sandbox_layers() -> SandboxLayers:
             ns = _NS_LAYERS if tool == "bwrap" else ("network-namespace", "pid-namespace")
             can_drop = root and (tool == "bwrap" or _traversable_by_others(_python()))
             uid = ("unprivileged-uid",) if can_drop else ()
-            return SandboxLayers(tool, layers + ns + uid, tuple(warnings), drop_uid=bool(uid))
+            cgroup = root and not can_drop and pids_cgroup_root() is not None
+            if root and not can_drop:  # RLIMIT_NPROC means nothing to root
+                layers = tuple(x for x in layers if x != "rlimit-processes")
+            return SandboxLayers(tool, layers + ns + uid + (("pids-cgroup",) if cgroup else ()),
+                                 tuple(warnings), drop_uid=bool(uid), pids_cgroup=cgroup)
         warnings.append(f"{tool} cannot create namespaces here (user namespaces restricted, e.g. by "
                         f"AppArmor?): {err}")
     if root and _traversable_by_others(_python()):
         return SandboxLayers("none", layers + ("unprivileged-uid",), tuple(warnings), drop_uid=True)
     if root:
+        layers = tuple(x for x in layers if x != "rlimit-processes")
+    if root and pids_cgroup_root() is not None:
+        return SandboxLayers("none", layers + ("pids-cgroup",), tuple(warnings), pids_cgroup=True)
+    if root:
         warnings.append("running as root without namespaces and the interpreter is not reachable by an "
-                        "unprivileged uid: RLIMIT_NPROC is not enforced")
+                        "unprivileged uid: RLIMIT_NPROC is not enforced and no pids cgroup is available")
     return SandboxLayers("none", layers, tuple(warnings))
 
 
@@ -303,6 +313,7 @@ class SandboxProcess:
         self.killed_by: str | None = None
         self._lock = threading.Lock()
         self._uid = _take_uid() if self.layers.drop_uid else None
+        self._cgroup = PidsCgroup(self.limits.processes) if self.layers.pids_cgroup else None
         self.workdir = tempfile.mkdtemp(prefix="tracemill-sbx-")
         for name, content in files.items():
             data = content.encode() if isinstance(content, str) else content
@@ -342,7 +353,8 @@ class SandboxProcess:
         lim = self.limits
         spec = {"cpu_s": lim.cpu_s, "memory_bytes": lim.memory_bytes, "file_bytes": lim.file_bytes,
                 "open_files": lim.open_files, "processes": lim.processes, "core_bytes": 0,
-                "uid": self._uid, "gid": self._uid}
+                "uid": self._uid, "gid": self._uid,
+                "cgroup_procs": self._cgroup.procs_file if self._cgroup else None}
         python = _python()
         tool = self.layers.tool
         if tool == "bwrap":
@@ -363,6 +375,8 @@ class SandboxProcess:
         self._kill_group()
         if self._uid is not None:
             _kill_uid(self._uid)
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
 
     def _environment(self) -> dict[str, str]:
         if sys.platform == "win32":  # Windows cannot start a process without SYSTEMROOT
@@ -381,8 +395,10 @@ class SandboxProcess:
     def finish(self, timeout_s: float | None = None) -> SandboxResult:
         """Close stdin, wait for the run to end (killing it past its wall clock), clean up, return."""
         stragglers = 0
-        if self._uid is not None and self.proc.poll() is None:
+        if self.proc.poll() is None and self._uid is not None:
             stragglers = max(0, _count_uid(self._uid) - 1)  # processes beside the main one
+        elif self.proc.poll() is None and self._cgroup is not None:
+            stragglers = max(0, len(self._cgroup.pids()) - 1)
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -399,6 +415,8 @@ class SandboxProcess:
         if self._uid is not None:
             _kill_uid(self._uid)
             _release_uid(self._uid)
+        if self._cgroup is not None:
+            self._cgroup.remove()
         self._err.thread.join(timeout=5)
         out = b""
         truncated = self._err.total > len(self._err.data)
@@ -410,9 +428,10 @@ class SandboxProcess:
         result = SandboxResult(self.proc.returncode, out, bytes(self._err.data), elapsed,
                                killed_by=self.killed_by, output_truncated=truncated,
                                layers=self.layers.layers)
-        result.stopped_by = attribute(result)
+        result.stopped_by = in_context(attribute(result), result.layers)
         if stragglers:  # a detached child would have outlived the run: the sandbox's end killed it
-            result.stopped_by.append("pid-namespace" if "pid-namespace" in result.layers else "process-sweep")
+            sweeper = "pid-namespace" if "pid-namespace" in result.layers else "process-sweep"
+            result.stopped_by.append(sweeper)
         return result
 
 

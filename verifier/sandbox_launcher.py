@@ -44,6 +44,9 @@ def main(argv: list) -> None:
     limits = json.loads(argv[1])
     payload = argv[argv.index("--") + 1 :]
     os.umask(0o077)
+    if limits.get("cgroup_procs"):  # join the run's pids cgroup before anything can fork
+        with open(limits["cgroup_procs"], "w") as f:
+            f.write(str(os.getpid()))
     if limits.get("uid") is not None and os.getuid() == 0:
         _drop_privileges(limits["uid"], limits["gid"])
     _set_limits(limits)

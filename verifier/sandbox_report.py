@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from verifier.sandbox import SandboxResult
 
-__all__ = ["attribute", "layer_for_error"]
+__all__ = ["attribute", "in_context", "layer_for_error"]
 
 #: errno (by name) to the layer that most likely produced it.
 _ERRNO_LAYERS = {
@@ -63,3 +63,11 @@ def attribute(result: SandboxResult) -> list[str]:
     if layer and layer not in stopped:
         stopped.append(layer)
     return stopped
+
+
+def in_context(stopped: list[str], layers: tuple[str, ...]) -> list[str]:
+    """Name what stopped a process-count attempt after the layer that holds here (a pids cgroup
+    where root kept its uid and RLIMIT_NPROC does not apply)."""
+    if "pids-cgroup" in layers:
+        stopped = ["pids-cgroup" if s == "rlimit-processes" else s for s in stopped]
+    return list(dict.fromkeys(stopped))
