@@ -127,6 +127,13 @@ DIFFERENT = [
     ("9", "-9"),
     ("1/7", "0.14"),
     ("12", "13 dollars"),
+    # hedges: several answers are a set, never equal to the single gold, whichever it is
+    ("5", "5 or 6"),
+    ("6", "5 or 6"),
+    ("5", "5, 6"),
+    ("6", "5, 6"),
+    ("5", "x = 5 or x = 6"),
+    ("6", "x = 5 or x = 6"),
     # no unit conversion: the answer must be in the unit the task asks for
     ("2 \\text{ m}", "200 \\text{ cm}"),
 ]
