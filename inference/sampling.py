@@ -4,12 +4,15 @@ The verifiable sampler is a pure function of (logits, seed, sample index, positi
 so the network can replay a trace with one prefill and check that every token is the one this function
 picks (see ``inference.replay`` and ``docs/sampling.md``). It is exactly this, in IEEE float64:
 
-    GAMMA = 0x9E3779B97F4A7C15                       all integer arithmetic is modulo 2**64
-    mix(z):  z ^= z >> 30; z *= 0xBF58476D1CE4E5B9
-             z ^= z >> 27; z *= 0x94D049BB133111EB
-             z ^= z >> 31                           (the SplitMix64 finalizer)
-    base(seed, i, t) = mix(mix(mix(seed + GAMMA) ^ ((i + 1) * GAMMA)) ^ ((t + 1) * GAMMA))
-    u(seed, i, t, v) = ((mix(base(seed, i, t) + (v + 1) * GAMMA) >> 32) + 0.5) / 2**32
+    GAMMA = 0x9E3779B97F4A7C15                        64-bit arithmetic is modulo 2**64
+    mix64(z): z ^= z >> 30; z *= 0xBF58476D1CE4E5B9
+              z ^= z >> 27; z *= 0x94D049BB133111EB
+              z ^= z >> 31                           (the SplitMix64 finalizer)
+    key(seed, i, t) = mix64(mix64(mix64(seed + GAMMA) ^ ((i + 1) * GAMMA)) ^ ((t + 1) * GAMMA)) >> 32
+    mix32(x): x ^= x >> 16; x *= 0x7FEB352D
+              x ^= x >> 15; x *= 0x846CA68B
+              x ^= x >> 16                           (32-bit arithmetic, modulo 2**32: "lowbias32")
+    u(seed, i, t, v) = (mix32(key(seed, i, t) + (v + 1) * 0x9E3779B9) + 0.5) / 2**32
     g(seed, i, t, v) = -log(-log(u))                 Gumbel noise, in [G_MIN, G_MAX] = [-3.1300, 22.8738]
 
 ``seed`` is the lease's seed, ``i`` the sample's index in its group (0..k-1), ``t`` the position of the
@@ -23,7 +26,9 @@ descending (ties by id ascending), the shortest prefix whose softmax(x) mass rea
 temperature == 0 is greedy: argmax of the logits, smallest id on ties, no noise.
 
 Because g never exceeds G_MAX, a token whose x_v is more than G_MAX below the best score found so far
-cannot win; the sampler draws noise only for tokens within that reach, which is exact, not approximate.
+cannot win; the sampler hashes only tokens within that reach, and computes the float noise only for the
+few that can still win (see ``_candidates``). That is exact, not an approximation. The per-token hash is
+32-bit so that numpy runs it in SIMD lanes; the 64-bit key keeps (seed, sample, position) streams apart.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ G_MAX = -math.log(-math.log((2**32 - 0.5) * _U_SCALE))
 G_MIN = -math.log(-math.log(0.5 * _U_SCALE))
 # Guard against the last-ulp differences of vectorised log: prune only tokens clearly out of reach.
 _PRUNE_MARGIN = 1e-6
+# Tokens more than _NEAR below the best score need noise above _NEAR to win: u > exp(-exp(-_NEAR)).
+# _LUCKY is that bound on the 32-bit integer, lowered by 2 so that rounding can only let more through.
+_NEAR = 8.0
+_LUCKY = np.uint32(int(math.exp(-math.exp(-_NEAR)) * 2**32) - 2)
 
 FloatArray = npt.NDArray[np.floating]
 
@@ -67,53 +76,75 @@ def _mix(z: int) -> int:
 
 
 def noise_base(seed: int, sample: int, position: int) -> int:
-    """The per-(seed, sample, position) key of the noise stream."""
+    """``key(seed, i, t)``: the 32-bit key of one (seed, sample, position) noise stream."""
     k = _mix(seed + _GAMMA)
     k = _mix(k ^ (((sample + 1) * _GAMMA) & _MASK))
-    return _mix(k ^ (((position + 1) * _GAMMA) & _MASK))
+    return _mix(k ^ (((position + 1) * _GAMMA) & _MASK)) >> 32
+
+
+def _mix32(x: int) -> int:
+    x &= 0xFFFFFFFF
+    x = ((x ^ (x >> 16)) * 0x7FEB352D) & 0xFFFFFFFF
+    x = ((x ^ (x >> 15)) * 0x846CA68B) & 0xFFFFFFFF
+    return x ^ (x >> 16)
 
 
 def gumbel_noise_reference(seed: int, sample: int, position: int, token: int) -> float:
     """The documented noise for one token, in plain Python integers (the specification)."""
-    h = _mix(noise_base(seed, sample, position) + (token + 1) * _GAMMA)
-    u = ((h >> 32) + 0.5) * _U_SCALE
-    return -math.log(-math.log(u))
+    h = _mix32(noise_base(seed, sample, position) + (token + 1) * 0x9E3779B9)
+    return -math.log(-math.log((h + 0.5) * _U_SCALE))
 
 
-_GAMMA_U = np.uint64(_GAMMA)
-_M1_U = np.uint64(_M1)
-_M2_U = np.uint64(_M2)
-_S30, _S27, _S31, _S32 = (np.uint64(s) for s in (30, 27, 31, 32))
+_PHI32 = np.uint32(0x9E3779B9)
+_A32 = np.uint32(0x7FEB352D)
+_B32 = np.uint32(0x846CA68B)
+_S15, _S16 = np.uint32(15), np.uint32(16)
+
+
+def _hash32(base: int, tokens: npt.NDArray[np.integer]) -> npt.NDArray[np.uint32]:
+    """``mix32(key + (v + 1) * 0x9E3779B9)`` for many tokens (uint32 arithmetic wraps)."""
+    x = tokens.astype(np.uint32)
+    x += np.uint32(1)
+    x *= _PHI32
+    x += np.uint32(base)
+    x ^= x >> _S16
+    x *= _A32
+    x ^= x >> _S15
+    x *= _B32
+    x ^= x >> _S16
+    return x
 
 
 def gumbel_noise(base: int, tokens: npt.NDArray[np.integer]) -> npt.NDArray[np.float64]:
-    """Vectorised ``g`` for many token ids sharing one ``noise_base`` (uint64 arithmetic wraps)."""
-    z = (tokens.astype(np.uint64) + np.uint64(1)) * _GAMMA_U + np.uint64(base)
-    z ^= z >> _S30
-    z *= _M1_U
-    z ^= z >> _S27
-    z *= _M2_U
-    z ^= z >> _S31
-    u = ((z >> _S32).astype(np.float64) + 0.5) * _U_SCALE
+    """Vectorised ``g`` for many token ids sharing one key (``noise_base``)."""
+    u = (_hash32(base, tokens).astype(np.float64) + 0.5) * _U_SCALE
     return -np.log(-np.log(u))
 
 
-def log_softmax_at(logits: FloatArray, token: int, temperature: float = 1.0) -> float:
-    """log softmax(logits / temperature)[token], computed stably (temperature 0 counts as 1)."""
+def log_softmax_at(
+    logits: FloatArray, token: int, temperature: float = 1.0, *, top: float | None = None
+) -> float:
+    """log softmax(logits / temperature)[token], computed stably (temperature 0 counts as 1).
+
+    ``top`` may pass the row's largest logit when the caller already knows it.
+    """
     inv_t = 1.0 / temperature if temperature > 0 else 1.0
-    m = float(logits.max())
-    z = float(np.exp((logits - np.float32(m)) * np.float32(inv_t)).sum(dtype=np.float64))
+    m = float(logits.max()) if top is None else top
+    scaled = logits * np.float32(inv_t)
+    scaled -= np.float32(m * inv_t)
+    np.exp(scaled, out=scaled)
+    z = float(scaled.sum(dtype=np.float64))
     return (float(logits[token]) - m) * inv_t - math.log(z)
 
 
 def _nucleus(
-    logits: FloatArray, cand: npt.NDArray[np.intp], inv_t: float, top_p: float
+    logits: FloatArray, band: npt.NDArray[np.intp], inv_t: float, top_p: float
 ) -> npt.NDArray[np.intp]:
-    """The candidates that lie in the top-p nucleus (candidates always contain the nucleus' head)."""
+    """The tokens of ``band`` (every token above some logit) that lie in the top-p nucleus."""
     x = logits.astype(np.float64) * inv_t
     m = float(x.max())
     total = float(np.exp(x - m).sum())
-    order = cand[np.argsort(-logits[cand], kind="stable")]
+    order = band[np.argsort(-logits[band], kind="stable")]
     probs = np.exp(x[order] - m) / total
     cut = int(np.searchsorted(np.cumsum(probs), top_p)) + 1
     return np.sort(order[:cut])
@@ -125,11 +156,25 @@ def _scores(
     return logits[cand].astype(np.float64) * inv_t + gumbel_noise(base, cand)
 
 
-def _candidates(logits: FloatArray, inv_t: float, base: int) -> npt.NDArray[np.intp]:
+def _candidates(logits: FloatArray, inv_t: float, base: int, top_p: float) -> npt.NDArray[np.intp]:
+    """Every token that can still win, found without the float noise of the whole vocabulary.
+
+    With S the top-logit token's score, a token can win only if x_v + g_v >= S, so only the *band*
+    x_v >= S - G_MAX is looked at. Inside it, a token with x_v < S - _NEAR can win only if its noise
+    exceeds _NEAR, i.e. only if its hash's 32 bits exceed _LUCKY: an integer test. The near tokens and the
+    few lucky ones get the full score. Exact: no token that could win is left out.
+    """
     top = int(np.argmax(logits))
-    best = float(np.float64(logits[top]) * inv_t + gumbel_noise(base, np.array([top]))[0])
-    threshold = (best - G_MAX - _PRUNE_MARGIN) / inv_t
-    return np.flatnonzero(logits >= np.float32(threshold) - np.float32(1e-4))
+    best = float(logits[top]) * inv_t - math.log(
+        -math.log((_mix32(base + (top + 1) * 0x9E3779B9) + 0.5) * _U_SCALE)
+    )
+    band = np.flatnonzero(logits >= np.float32((best - G_MAX - _PRUNE_MARGIN) / inv_t - 1e-4))
+    if top_p < 1.0:
+        band = _nucleus(logits, band, inv_t, top_p)
+    near = logits[band] >= np.float32((best - _NEAR - _PRUNE_MARGIN) / inv_t - 1e-4)
+    far = band[~near]
+    lucky = far[_hash32(base, far) > _LUCKY] if far.size else far
+    return np.union1d(band[near], lucky) if lucky.size else band[near]
 
 
 def sample_gumbel(
@@ -140,9 +185,7 @@ def sample_gumbel(
         return int(np.argmax(logits))
     inv_t = 1.0 / temperature
     base = noise_base(seed, sample, position)
-    cand = _candidates(logits, inv_t, base)
-    if top_p < 1.0:
-        cand = _nucleus(logits, cand, inv_t, top_p)
+    cand = _candidates(logits, inv_t, base, top_p)
     return int(cand[int(np.argmax(_scores(logits, cand, inv_t, base)))])
 
 
@@ -164,9 +207,7 @@ def gumbel_gap(
         return float(logits.max()) - float(logits[token])
     inv_t = 1.0 / temperature
     base = noise_base(seed, sample, position)
-    cand = _candidates(logits, inv_t, base)
-    if top_p < 1.0:
-        cand = _nucleus(logits, cand, inv_t, top_p)
+    cand = _candidates(logits, inv_t, base, top_p)
     best = float(_scores(logits, cand, inv_t, base).max())
     own = float(_scores(logits, np.array([token], dtype=np.intp), inv_t, base)[0])
     return max(0.0, best - own)
