@@ -242,12 +242,18 @@ def _rss() -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads RSS from /proc")
 def test_loading_and_unloading_does_not_leak(default_model_path: Path) -> None:
+    loaded: list[int] = []
+
     def cycle() -> None:
         with Engine(default_model_path, n_ctx=256, max_group=2) as e:
             e.generate_group(MSGS, 2, seed=1, temperature=0.8, max_tokens=4)
+            loaded.append(_rss())
 
     cycle()
+    cycle()  # the allocator's arenas for the owner thread settle in the first cycles
     before = _rss()
-    for _ in range(3):
+    for _ in range(4):
         cycle()
-    assert _rss() - before < 40 * 1024 * 1024
+    after = _rss()
+    assert after - before < 30 * 1024 * 1024  # four loads of a 98 MB model leave no trace
+    assert loaded[-1] - after > 60 * 1024 * 1024  # closing gives the model's memory back
