@@ -4,7 +4,8 @@ Callers may inject their own ``httpx.Client`` (a transport, proxies, timeouts). 
 three exceptions, all subclasses of :class:`NodeError`:
 
 - :class:`NetworkError`: the node could not be reached or did not answer in time;
-- :class:`NodeRefused`: the node answered with an error body (``.code`` says which, ``.status`` the HTTP status);
+- :class:`NodeRefused`: the node answered with an error body (``.code`` says which, ``.status``
+  the HTTP status);
 - :class:`ProtocolError`: the node answered something that is not valid protocol.
 """
 

@@ -4,6 +4,7 @@ the GUI is imported only when it is asked for, so a headless rig needs no Qt."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
@@ -49,10 +50,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
         ("verifier", "UnknownEnvironmentError"),
         ("client.session", "ModelChoiceError"),
     ):
-        try:
+        with contextlib.suppress(ImportError, AttributeError):
             types.append(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):
-            pass
     return tuple(types)
 
 

@@ -5,10 +5,7 @@ Used alike by the CLI and the GUI, so both do exactly the same thing.
 
 from __future__ import annotations
 
-import getpass
 import logging
-import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +18,7 @@ from client.config import Config, load_config
 from client.contribute import ContributionLoop, LoopEvent
 from client.outbox import Outbox
 from client.paths import Paths, models_cache_dir
+from client.prompts import key_passphrase
 from protocol import AcceptedModel
 
 if TYPE_CHECKING:
@@ -35,27 +33,12 @@ class ModelChoiceError(Exception):
     """No model the network accepts can be used here; the message says what to do."""
 
 
-def _prompt_passphrase() -> str:
-    """Ask for the keystore passphrase on a terminal; headless runs set TRACEMILL_PASSPHRASE."""
-    env = os.environ.get("TRACEMILL_PASSPHRASE")
-    if env:
-        return env
-    if not sys.stdin or not sys.stdin.isatty():
-        from wallet.errors import WalletError
-
-        raise WalletError(
-            "no OS keyring is available, and the key file needs a passphrase: set TRACEMILL_PASSPHRASE "
-            "or run in a terminal"
-        )
-    return getpass.getpass("Passphrase for your Tracemill key file: ")
-
-
 def open_identity(paths: Paths) -> tuple[Identity, str]:
     """The user's identity (made on first run) and where its key is kept, in words."""
     from wallet.keystore import load_or_create_identity
 
     paths.ensure()
-    return load_or_create_identity(paths.wallet_dir, passphrase=_prompt_passphrase)
+    return load_or_create_identity(paths.wallet_dir, passphrase=key_passphrase(paths.wallet_dir))
 
 
 def _installed(model: AcceptedModel, dirs: list[Path]) -> Path | None:
@@ -90,9 +73,9 @@ def choose_model(
         )
     dirs = [paths.models_dir] + ([d] if (d := models_cache_dir()) else [])
     for model in models:
-        path = _installed(model, dirs)
-        if path is not None:
-            return model, path
+        found = _installed(model, dirs)
+        if found is not None:
+            return model, found
     from inference.models import download_model
 
     model = models[0]

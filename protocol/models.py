@@ -137,7 +137,9 @@ class Trace(Wire):
 
 class SignedTrace(Wire):
     trace: Trace
-    signature: str = Field(pattern=HEX128, description="Ed25519 over trace_signing_bytes(trace.canonical()), hex")
+    signature: str = Field(
+        pattern=HEX128, description="Ed25519 over trace_signing_bytes(trace.canonical()), hex"
+    )
 
 
 class TraceBatch(Wire):

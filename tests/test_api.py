@@ -24,7 +24,10 @@ def test_refusals_from_the_real_node_carry_its_code(tracemill_home: Path, node_u
 
 
 def test_an_unreachable_node_is_a_network_error() -> None:
-    with NodeClient("http://127.0.0.1:9", timeout=2) as node, pytest.raises(NetworkError, match="cannot reach"):
+    with (
+        NodeClient("http://127.0.0.1:9", timeout=2) as node,
+        pytest.raises(NetworkError, match="cannot reach"),
+    ):
         node.models()
 
 

@@ -34,7 +34,9 @@ def public_key(home: Path) -> str:
     return identity.public_key_hex
 
 
-def test_fresh_home_contributes_and_wallet_shows_the_node_balance(tracemill_home: Path, node_url: str) -> None:
+def test_fresh_home_contributes_and_wallet_shows_the_node_balance(
+    tracemill_home: Path, node_url: str
+) -> None:
     run = tracemill("contribute", "--network", node_url, "--tasks", "3")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "credits earned" in run.stdout

@@ -48,7 +48,7 @@ def test_a_whole_run_from_the_window(qtbot, tracemill_home: Path, node_url: str)
     window = MainWindow(target_tasks=1)
     qtbot.addWidget(window)
     bridge = EventBridge()
-    bridge.event.connect(window.handle_event)
+    bridge.loop_event.connect(window.handle_event)
     worker = ContributionWorker(argparse.Namespace(network=node_url, tasks=1), bridge.callback())
     worker.start()
     try:

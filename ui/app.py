@@ -49,12 +49,13 @@ def _tray(app: QApplication, window: MainWindow) -> QSystemTrayIcon | None:
 
 def run_gui(args: argparse.Namespace) -> int:
     """Show the window and contribute until the user quits (or ``--tasks`` are done)."""
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationName("Tracemill")
     app.setWindowIcon(app_icon())
     window = MainWindow(target_tasks=getattr(args, "tasks", None))
     bridge = EventBridge()
-    bridge.event.connect(window.handle_event)
+    bridge.loop_event.connect(window.handle_event)
     worker = ContributionWorker(args, bridge.callback())
     window.pause_requested.connect(worker.pause)
     window.resume_requested.connect(worker.resume)

@@ -15,8 +15,8 @@ __all__ = ["EventBridge"]
 
 
 class EventBridge(QObject):
-    event = Signal(object)
+    loop_event = Signal(object)
 
     def callback(self) -> Callable[[Any], None]:
         """A plain callable for the core: safe to call from any thread."""
-        return self.event.emit
+        return self.loop_event.emit

@@ -61,9 +61,9 @@ class MainWindow(QMainWindow):
         stats = QGroupBox("This session")
         grid = QGridLayout(stats)
         self.counters: dict[str, QLabel] = {}
-        for i, (key, title) in enumerate([("tasks", "Tasks"), ("traces", "Traces"), ("pass_rate", "Pass rate"),
-                                          ("speed", "Tokens/s"), ("accepted", "Accepted"),
-                                          ("credits", "Credits earned")]):
+        columns = [("tasks", "Tasks"), ("traces", "Traces"), ("pass_rate", "Pass rate"),
+                   ("speed", "Tokens/s"), ("accepted", "Accepted"), ("credits", "Credits earned")]
+        for i, (key, title) in enumerate(columns):
             title_label = QLabel(title)
             title_label.setStyleSheet("color: palette(mid);")
             value = QLabel("–")

@@ -60,7 +60,9 @@ class ContributionWorker:
             self.on_event(LoopEvent("status", "starting the network connection"))
             with resolve_network(self.args, paths) as url, open_session(url, paths, progress) as session:
                 from inference.engine import Engine
+                from verifier import describe_sandbox
 
+                self.on_event(LoopEvent("status", describe_sandbox()))
                 self.on_event(LoopEvent("ready", f"contributing to {url} with {session.model.name}", {
                     "address": session.identity.address, "keystore": session.keystore,
                     "model": session.model.name, "network": url}))

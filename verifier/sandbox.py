@@ -182,7 +182,7 @@ def sandbox_layers() -> SandboxLayers:
             layers += ("network denied", "writes only to the work folder")
         return SandboxLayers(tool, layers)
     root = os.geteuid() == 0
-    layers = _BASE_LAYERS + _RLIMIT_LAYERS
+    layers: tuple[str, ...] = _BASE_LAYERS + _RLIMIT_LAYERS
     tools = [forced] if forced in ("bwrap", "unshare", "none") else ["bwrap", "unshare"]
     for tool in tools:
         if tool == "none":

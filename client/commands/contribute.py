@@ -50,6 +50,7 @@ def contribute_headless(args: argparse.Namespace, paths: Paths) -> RunSummary:
     """Run the loop in this process until done or interrupted; Ctrl-C finishes the current step,
     uploads what is queued and prints the summary."""
     from inference.engine import Engine
+    from verifier import describe_sandbox
 
     cancel = threading.Event()
 
@@ -59,7 +60,8 @@ def contribute_headless(args: argparse.Namespace, paths: Paths) -> RunSummary:
         print("\nstopping after this step (Ctrl-C again to quit at once)…", file=sys.stderr, flush=True)
         cancel.set()
 
-    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() else None
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
     try:
         from client.session import open_session
 
@@ -67,6 +69,7 @@ def contribute_headless(args: argparse.Namespace, paths: Paths) -> RunSummary:
             print(f"network: {url}")
             print(f"wallet address: {session.identity.address} (key kept in: {session.keystore})")
             print(f"model: {session.model.name} ({session.model_path})")
+            print(describe_sandbox())
             engine = Engine(session.model_path, n_threads=session.config.n_threads)
             try:
                 summary = session.loop(engine, on_event=_print_event, cancel=cancel).run(args.tasks)

@@ -7,11 +7,12 @@ import getpass
 import logging
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from client.paths import Paths
+from client.prompts import ask_new_passphrase, on_terminal
+from client.session import open_identity
 
 __all__ = ["register", "BACKUP_PASSPHRASE_ENV"]
 
@@ -62,58 +63,17 @@ def register(sub: Any) -> None:
 # -- prompts -------------------------------------------------------------------------------------
 
 
-def _tty() -> bool:
-    return bool(sys.stdin and sys.stdin.isatty())
-
-
-def _ask_new(what: str) -> str | None:
-    """Ask for a new passphrase twice, with strength feedback; None when there is no terminal."""
-    from wallet.passphrase import assess_passphrase
-
-    if not _tty():
-        return None
-    for _ in range(3):
-        first = getpass.getpass(f"New passphrase for {what}: ")
-        strength = assess_passphrase(first)
-        print(f"strength: {strength.label}. {' '.join(strength.feedback)}".rstrip(), file=sys.stderr)
-        if not strength.acceptable:
-            continue
-        if getpass.getpass("Type it again: ") == first:
-            return first
-        print("The two passphrases differ; try again.", file=sys.stderr)
-    return None
-
-
-def _key_passphrase(wallet_dir: Path) -> Callable[[], str | None]:
-    """The key file's passphrase: asked once to unlock, twice (with feedback) to create."""
-    from wallet.keystore import read_info
-
-    def ask() -> str | None:
-        if read_info(wallet_dir) is None:
-            return _ask_new("your wallet key file (no OS keyring is available)")
-        return getpass.getpass("Passphrase for your wallet key file: ") if _tty() else None
-
-    return ask
-
-
 def _backup_passphrase(*, new: bool) -> str:
     from wallet.errors import NoPassphraseError
 
     value = os.environ.get(BACKUP_PASSPHRASE_ENV)
-    if not value and _tty():
-        value = _ask_new("this backup") if new else getpass.getpass("Backup passphrase: ")
+    if not value and on_terminal():
+        value = ask_new_passphrase("this backup") if new else getpass.getpass("Backup passphrase: ")
     if not value:
         raise NoPassphraseError(
             f"A backup passphrase is needed: run in a terminal to type it, or set {BACKUP_PASSPHRASE_ENV}."
         )
     return value
-
-
-def _open(paths: Paths) -> tuple[Any, str]:
-    from wallet.keystore import load_or_create_identity
-
-    paths.ensure()
-    return load_or_create_identity(paths.wallet_dir, passphrase=_key_passphrase(paths.wallet_dir))
 
 
 def _info(paths: Paths) -> Any:
@@ -122,7 +82,7 @@ def _info(paths: Paths) -> Any:
 
     info = read_info(paths.wallet_dir)
     if info is None:
-        _open(paths)
+        open_identity(paths)
         info = read_info(paths.wallet_dir)
     return info
 
@@ -189,7 +149,7 @@ def run_address(args: argparse.Namespace) -> int:
 def run_backup(args: argparse.Namespace) -> int:
     from wallet.backup import default_backup_name, recovery_phrase, write_backup
 
-    identity, where = _open(Paths.default())
+    identity, where = open_identity(Paths.default())
     if args.phrase:
         if not sys.stdout.isatty():
             from wallet.errors import WalletError
@@ -208,7 +168,7 @@ def run_backup(args: argparse.Namespace) -> int:
 
 
 def _read_phrase() -> str:
-    if _tty():
+    if on_terminal():
         return getpass.getpass("Recovery phrase (24 words, not shown): ")
     return sys.stdin.readline()
 
@@ -229,7 +189,7 @@ def run_restore(args: argparse.Namespace) -> int:
     paths = Paths.default().ensure()
     current = read_info(paths.wallet_dir)
     force = args.yes
-    if current is not None and current.public_key != identity.public_key_hex and not force and _tty():
+    if current is not None and current.public_key != identity.public_key_hex and not force and on_terminal():
         answer = input(f"This home's key is {current.address}. Replace it with {identity.address}? "
                        "The old key is kept, encrypted, in wallet/replaced/. [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
@@ -241,7 +201,7 @@ def run_restore(args: argparse.Namespace) -> int:
     def new_passphrase() -> str | None:
         # Encrypts the restored key.enc (no OS keyring) or the kept copy of a keyring key: asked once.
         if not asked:
-            asked.append(_ask_new("this computer's copy of the key"))
+            asked.append(ask_new_passphrase("this computer's copy of the key"))
         return asked[0]
 
     result = restore_identity(paths.wallet_dir, identity, force=force, passphrase=new_passphrase)
