@@ -42,10 +42,14 @@ def open_identity(paths: Paths) -> tuple[Identity, str]:
 
 
 def _installed(model: AcceptedModel, dirs: list[Path]) -> Path | None:
+    """The model's file in one of ``dirs``, once its checksum is known to be right (hashed the first
+    time). A file with the right size and a wrong checksum is refused with a clear error."""
+    from inference.models import ModelStore
+
     for folder in dirs:
-        candidate = folder / model.filename
-        if candidate.is_file() and candidate.stat().st_size == model.size:
-            return candidate
+        found = ModelStore(folder).verified_path(model.filename, model.sha256, model.size)
+        if found is not None:
+            return found
     return None
 
 

@@ -86,3 +86,21 @@ def test_a_node_that_is_down_gives_one_clear_line(tracemill_home: Path) -> None:
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert lines and lines[-1].startswith("tracemill: error: cannot reach the network node"), run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_corrupt_model_file_is_refused_with_one_line_and_nothing_runs(
+    tracemill_home: Path, node_url: str, default_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model of the right size whose bytes were damaged (a bad disk, an edited file) is never used."""
+    models = tracemill_home / "models"
+    models.mkdir(parents=True)
+    damaged = bytearray(default_model_path.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    (models / default_model_path.name).write_bytes(bytes(damaged))
+    monkeypatch.delenv("TRACEMILL_MODELS_DIR")  # only the home's damaged copy is there to find
+    run = tracemill("contribute", "--network", node_url, "--tasks", "1")
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1].startswith("tracemill: error: "), run.stderr
+    assert "does not match the network's checksum" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not Paths(tracemill_home).outbox_db.exists() or Outbox(Paths(tracemill_home).outbox_db).rows() == []
