@@ -103,4 +103,5 @@ def test_a_corrupt_model_file_is_refused_with_one_line_and_nothing_runs(
     assert run.stderr.strip().splitlines()[-1].startswith("tracemill: error: "), run.stderr
     assert "does not match the network's checksum" in run.stderr
     assert "Traceback" not in run.stderr
-    assert not Paths(tracemill_home).outbox_db.exists() or Outbox(Paths(tracemill_home).outbox_db).rows() == []
+    outbox = Paths(tracemill_home).outbox_db
+    assert not outbox.exists() or Outbox(outbox).rows() == []
