@@ -54,7 +54,15 @@ def ensure_backend() -> None:
 
 
 def default_threads() -> int:
-    """Threads for decoding: the cores this process may use (llama.cpp slows down past the core count)."""
+    """Threads for decoding: ``TRACEMILL_THREADS`` if set, else the cores this process may use.
+
+    llama.cpp's threads meet at spinning barriers after every op, so more threads than free cores is
+    catastrophic (a descheduled thread stalls the rest for a whole time slice): on a machine shared with
+    other busy processes, set ``TRACEMILL_THREADS=1``.
+    """
+    override = os.environ.get("TRACEMILL_THREADS", "").strip()
+    if override.isdigit() and int(override) > 0:
+        return int(override)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS, Windows
