@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 FinishReason = Literal["stop", "length", "cancelled"]
 T = TypeVar("T")
 _KV_ROUND = 256
+_PREFILL_CHUNK = 128  # prompt tokens per llama_decode call: cancellation is checked between calls
 
 
 class Cancel(Protocol):
@@ -141,6 +142,26 @@ class Engine:
             log.info("n_ctx %d exceeds the model's training context %d", self.n_ctx, self._model.n_ctx_train)
         self._template = self._template_override or self._model.chat_template()
         return info
+
+    def switch_model(
+        self, model_path: Path | str, *, n_gpu_layers: int | None = None, chat_template: str | None = None
+    ) -> GgufInfo:
+        """Unload the current model and load another, on the same owner thread.
+
+        The new file is checked (GGUF header, size, fit) before the old model is freed, so a bad file
+        leaves the engine as it was.
+        """
+        return self._call(self._switch, Path(model_path), n_gpu_layers, chat_template)
+
+    def _switch(self, path: Path, n_gpu_layers: int | None, chat_template: str | None) -> GgufInfo:
+        from inference.hardware import check_fits
+
+        check_fits(read_gguf(path), n_ctx=self.n_ctx)
+        self._free()
+        self.model_path = path
+        self._template_override = chat_template
+        self.info = self._load(n_gpu_layers)
+        return self.info
 
     def close(self) -> None:
         """Free the context and the model, and stop the owner thread. Safe to call twice."""
@@ -318,13 +339,13 @@ class Engine:
         hold = max((len(s) for s in stops), default=1) - 1
 
         t0 = time.perf_counter()
-        for start in range(0, n_prompt, batch.capacity):
+        for start in range(0, n_prompt, _PREFILL_CHUNK):
             if cancel is not None and cancel.is_set():
                 return self._finish(
                     seqs, "cancelled", tokens, 0, time.perf_counter() - t0, 0.0, on_text, hold
                 )
             batch.clear()
-            for pos in range(start, min(start + batch.capacity, n_prompt)):
+            for pos in range(start, min(start + _PREFILL_CHUNK, n_prompt)):
                 batch.add(tokens[pos], pos, 0, pos == n_prompt - 1)
             ctx.decode(batch)
         for i in range(1, k):

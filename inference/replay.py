@@ -9,7 +9,6 @@ on the top logits here); a wrong seed or a forced answer gives large gaps. See `
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from inference.sampling import gumbel_gap, log_softmax_at
+from protocol import task_seed  # re-exported: the per-task seed a trace is sampled and replayed with
 
 if TYPE_CHECKING:
     from inference.engine import Engine
@@ -82,9 +82,3 @@ def task_messages(task: Task) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": task.system_prompt}] if task.system_prompt else []
     messages.append({"role": "user", "content": task.prompt})
     return messages
-
-
-def task_seed(lease_seed: int, task_id: str) -> int:
-    """The per-task sampling seed of docs/protocol.md: sha256(f"{lease_seed}:{task_id}")[:8] & (2**63-1)."""
-    digest = hashlib.sha256(f"{lease_seed}:{task_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & (2**63 - 1)

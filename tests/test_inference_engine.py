@@ -257,3 +257,17 @@ def test_loading_and_unloading_does_not_leak(default_model_path: Path) -> None:
     after = _rss()
     assert after - before < 30 * 1024 * 1024  # four loads of a 98 MB model leave no trace
     assert loaded[-1] - after > 60 * 1024 * 1024  # closing gives the model's memory back
+
+
+def test_switching_models_keeps_the_engine_usable(default_model_path: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 100)
+    other = tmp_path / "copy.gguf"
+    other.symlink_to(default_model_path)
+    with Engine(default_model_path, n_ctx=256, max_group=2) as e:
+        with pytest.raises(ModelLoadError):
+            e.switch_model(bad)
+        assert e.model_path == default_model_path  # a bad file leaves the loaded model in place
+        e.switch_model(other)
+        assert e.model_path == other
+        assert e.generate_group(MSGS, 2, seed=1, temperature=0.8, max_tokens=4).samples[1].token_ids
