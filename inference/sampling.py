@@ -201,7 +201,9 @@ def gumbel_gap(
 ) -> float:
     """Best perturbed score minus ``token``'s, under the documented sampler (0.0 when ``token`` wins).
 
-    For greedy (temperature 0) it is the logit gap to the argmax.
+    For greedy (temperature 0) it is the logit gap to the argmax. With top_p < 1, a token outside the
+    nucleus also adds how far (in x units) it lies below the nucleus' smallest member, so that a token
+    the sampler could never pick cannot pass for an exact match.
     """
     if temperature <= 0:
         return float(logits.max()) - float(logits[token])
@@ -210,7 +212,14 @@ def gumbel_gap(
     cand = _candidates(logits, inv_t, base, top_p)
     best = float(_scores(logits, cand, inv_t, base).max())
     own = float(_scores(logits, np.array([token], dtype=np.intp), inv_t, base)[0])
-    return max(0.0, best - own)
+    gap = max(0.0, best - own)
+    if top_p < 1.0 and token not in cand:
+        band = np.flatnonzero(logits >= logits[token])
+        members = _nucleus(logits, band, inv_t, top_p)
+        if token not in members:
+            floor = float(logits[members].min()) if members.size else float(logits.max())
+            gap += max(float(np.finfo(np.float32).eps), (floor - float(logits[token])) * inv_t)
+    return gap
 
 
 @dataclass

@@ -131,3 +131,12 @@ def test_far_tokens_that_draw_huge_noise_still_win() -> None:
         assert sample_gumbel(logits, seed=77, sample=0, position=position, temperature=1.0) == brute
         far_wins += brute != 123
     assert far_wins > 0  # the case under test really happened
+
+
+def test_a_token_outside_the_nucleus_never_has_a_zero_gap() -> None:
+    logits = np.array([5.0, 4.0, -3.0, -3.5] + [-20.0] * 100, dtype=np.float32)
+    for position in range(50):
+        kw = dict(seed=3, sample=0, position=position, temperature=1.0, top_p=0.5)
+        assert sample_gumbel(logits, **kw) == 0  # the nucleus is token 0 alone
+        assert gumbel_gap(logits, 2, **kw) > 0.0
+        assert gumbel_gap(logits, 0, **kw) == 0.0
