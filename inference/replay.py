@@ -23,7 +23,12 @@ if TYPE_CHECKING:
     from protocol.models import Task
 
 __all__ = [
-    "ReplayResult", "replay_tokens", "task_messages", "task_seed", "DEFAULT_MAX_GAP", "DEFAULT_MIN_MATCH",
+    "ReplayResult",
+    "replay_tokens",
+    "task_messages",
+    "task_seed",
+    "DEFAULT_MAX_GAP",
+    "DEFAULT_MIN_MATCH",
 ]
 
 # Thresholds measured on SmolLM2-135M Q4_1 on a CPU (see docs/sampling.md): honest traces stay well inside.
@@ -54,8 +59,16 @@ class ReplayResult:
         return self.match_rate >= min_match and self.max_gap <= max_gap
 
 
-def replay_tokens(engine: Engine, prompt_tokens: Sequence[int], token_ids: Sequence[int], *, seed: int,
-                  sample: int, temperature: float, top_p: float = 1.0) -> ReplayResult:
+def replay_tokens(
+    engine: Engine,
+    prompt_tokens: Sequence[int],
+    token_ids: Sequence[int],
+    *,
+    seed: int,
+    sample: int,
+    temperature: float,
+    top_p: float = 1.0,
+) -> ReplayResult:
     """Gaps and recomputed logprobs of ``token_ids`` after ``prompt_tokens``, from one prefill."""
     prompt = list(prompt_tokens)
     completion = list(token_ids)
@@ -68,8 +81,9 @@ def replay_tokens(engine: Engine, prompt_tokens: Sequence[int], token_ids: Seque
     def at(pos: int, row: np.ndarray) -> None:
         t = pos - (n_prompt - 1)
         token = completion[t]
-        gaps[t] = gumbel_gap(row, token, seed=seed, sample=sample, position=t, temperature=temperature,
-                             top_p=top_p)
+        gaps[t] = gumbel_gap(
+            row, token, seed=seed, sample=sample, position=t, temperature=temperature, top_p=top_p
+        )
         logprobs[t] = log_softmax_at(row, token, temperature)
 
     # The last completion token is never an input: nothing is predicted after it.
