@@ -63,6 +63,7 @@ _PRUNE_MARGIN = 1e-6
 # Tokens more than _NEAR below the best score need noise above _NEAR to win: u > exp(-exp(-_NEAR)).
 # _LUCKY is that bound on the 32-bit integer, lowered by 2 so that rounding can only let more through.
 _NEAR = 8.0
+_HEAD = 64  # the nucleus is first looked for among this many most likely tokens
 _LUCKY = np.uint32(int(math.exp(-math.exp(-_NEAR)) * 2**32) - 2)
 
 FloatArray = npt.NDArray[np.floating]
@@ -140,13 +141,23 @@ def log_softmax_at(
 def _nucleus(
     logits: FloatArray, band: npt.NDArray[np.intp], inv_t: float, top_p: float
 ) -> npt.NDArray[np.intp]:
-    """The tokens of ``band`` (every token above some logit) that lie in the top-p nucleus."""
+    """The tokens of ``band`` (every token above some logit) that lie in the top-p nucleus.
+
+    Usually the nucleus ends within the 64 most likely tokens; then only those are sorted. When it does
+    not, or a tie straddles that boundary, the whole band is sorted: the answer is the same either way.
+    """
     x = logits.astype(np.float64) * inv_t
     m = float(x.max())
     total = float(np.exp(x - m).sum())
+    head = _HEAD if band.size > _HEAD else band.size
+    if head < band.size:
+        part = band[np.argpartition(-logits[band], head - 1)[:head]]
+        order = part[np.lexsort((part, -logits[part]))]  # logit descending, then id ascending
+        cut = int(np.searchsorted(np.cumsum(np.exp(x[order] - m) / total), top_p)) + 1
+        if cut < head and logits[order[cut - 1]] > logits[order[head - 1]]:
+            return np.sort(order[:cut])
     order = band[np.argsort(-logits[band], kind="stable")]
-    probs = np.exp(x[order] - m) / total
-    cut = int(np.searchsorted(np.cumsum(probs), top_p)) + 1
+    cut = int(np.searchsorted(np.cumsum(np.exp(x[order] - m) / total), top_p)) + 1
     return np.sort(order[:cut])
 
 

@@ -140,3 +140,12 @@ def test_a_token_outside_the_nucleus_never_has_a_zero_gap() -> None:
         assert sample_gumbel(logits, **kw) == 0  # the nucleus is token 0 alone
         assert gumbel_gap(logits, 2, **kw) > 0.0
         assert gumbel_gap(logits, 0, **kw) == 0.0
+
+
+@pytest.mark.parametrize("top_p", [0.3, 0.8, 0.95])
+def test_top_p_with_many_tied_logits_equals_brute_force(top_p: float) -> None:
+    rng = np.random.default_rng(8)
+    for trial in range(10):
+        logits = (np.round(rng.normal(0, 1.5, size=1500) * 2) / 2).astype(np.float32)  # steps of 0.5: ties
+        got = sample_gumbel(logits, seed=5, sample=2, position=trial, temperature=1.0, top_p=top_p)
+        assert got == brute_force(logits, 5, 2, trial, 1.0, top_p)
