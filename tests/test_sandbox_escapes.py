@@ -96,7 +96,8 @@ ATTEMPTS: dict[str, tuple[str, set[str]]] = {
     ),
     "append_verifier_source": (
         'open({verifier_file!r}, "a").write("#"); return "escaped"',
-        {"mount-namespace"},
+        # a checkout under /tmp is hidden by the private /tmp, anywhere else by the mount namespace
+        {"mount-namespace", "private-tmp"},
     ),
     "overwrite_etc_passwd": (
         'open("/etc/passwd", "a").write("evil::0:0::/:/bin/sh"); return "escaped"',
