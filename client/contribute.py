@@ -117,7 +117,8 @@ class ContributionLoop:
                 self.tasks_per_lease, max_tasks - self.summary.tasks
             )
             lease = self.node.lease(want, self.model_sha256)
-            self._emit("lease", f"leased {len(lease.tasks)} tasks (lease {lease.lease_id})",
+            n = len(lease.tasks)
+            self._emit("lease", f"leased {n} task{'' if n == 1 else 's'} (lease {lease.lease_id})",
                        lease_id=lease.lease_id, tasks=len(lease.tasks))
             for task in lease.tasks:
                 if self.cancel.is_set():
