@@ -19,11 +19,13 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.model
 
 
-def tracemill(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def tracemill(
+    *args: str, timeout: float = 600, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the CLI in a fresh interpreter with the test's environment (TRACEMILL_HOME etc.)."""
     return subprocess.run(
         [sys.executable, "-m", "client", *args],
-        cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=timeout,
+        cwd=REPO, env={**os.environ, **(extra_env or {})}, capture_output=True, text=True, timeout=timeout,
     )
 
 
@@ -64,6 +66,20 @@ def test_fresh_home_contributes_and_wallet_shows_the_node_balance(
     from tests.keyscan import assert_private_key_absent
 
     assert_private_key_absent(tracemill_home)
+
+    # A reinstall: back up here, restore in a fresh home, and the node shows that home the same balance.
+    backup = tracemill_home.parent / "me.tmkey"
+    env = {"TRACEMILL_BACKUP_PASSPHRASE": "another strong backup phrase 7"}
+    made = tracemill("wallet", "backup", str(backup), extra_env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    other = tracemill_home.parent / "reinstalled"
+    restored = tracemill("wallet", "restore", str(backup), extra_env={**env, "TRACEMILL_HOME": str(other)})
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    shown = tracemill("wallet", "--network", node_url, extra_env={"TRACEMILL_HOME": str(other)})
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"{balance.balance:.2f}" in shown.stdout
+    assert public_key(other) == key
+    assert_private_key_absent(other)
 
 
 def test_run_without_a_network_starts_the_embedded_local_node(tracemill_home: Path) -> None:
