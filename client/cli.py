@@ -49,6 +49,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
         ("inference.errors", "InferenceError"),
         ("verifier", "UnknownEnvironmentError"),
         ("client.session", "ModelChoiceError"),
+        ("client.network", "EmbeddedNodeUnavailable"),
     ):
         with contextlib.suppress(ImportError, AttributeError):
             types.append(getattr(importlib.import_module(module), name))

@@ -11,9 +11,13 @@ from pathlib import Path
 from client.config import load_config
 from client.paths import Paths, models_cache_dir
 
-__all__ = ["add_network_argument", "embedded_node", "resolve_network"]
+__all__ = ["EmbeddedNodeUnavailable", "add_network_argument", "embedded_node", "resolve_network"]
 
 log = logging.getLogger(__name__)
+
+
+class EmbeddedNodeUnavailable(Exception):
+    """No network is configured and the node's packages (the `node` extra) are not installed."""
 
 
 def add_network_argument(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +39,14 @@ def default_model_file(paths: Paths) -> Path:
 def embedded_node(paths: Paths) -> Iterator[str]:
     """Start the local node on loopback with its SQLite file in the home folder; yield its URL."""
     from inference.default_model import DEFAULT_MODEL_FILENAME
-    from network.server import NodeServer
+
+    try:
+        from network.server import NodeServer
+    except ImportError as exc:
+        raise EmbeddedNodeUnavailable(
+            f"the embedded local node is not installed ({exc}); install it with "
+            "`pip install 'tracemill[node]'`, or pass --network URL"
+        ) from exc
 
     paths.ensure()
     server = NodeServer(paths.node_db, model_files={DEFAULT_MODEL_FILENAME: default_model_file(paths)})
