@@ -201,11 +201,9 @@ class ContributionLoop:
                 time.sleep(delay)
                 delay = min(delay * 2, 8.0)
                 continue
-            if not receipt.receipts:
-                self.outbox.record_failure([t.trace.trace_id for t in batch], "the node sent no receipts")
-                self._emit("upload_failed", "the node answered with no receipts; traces kept in the outbox")
-                return
             self.outbox.acknowledge(receipt.receipts)
+            answered = {r.trace_id for r in receipt.receipts}
+            missing = [t.trace.trace_id for t in batch if t.trace.trace_id not in answered]
             acc = [r for r in receipt.receipts if r.status == "accepted"]
             rej = [r for r in receipt.receipts if r.status == "rejected"]
             self.summary.accepted += len(acc)
@@ -214,7 +212,12 @@ class ContributionLoop:
             reasons = sorted({r.reason for r in rej})
             self._emit(
                 "uploaded",
-                f"uploaded {len(batch)} traces: {len(acc)} accepted, {len(rej)} rejected"
+                f"uploaded {len(receipt.receipts)} traces: {len(acc)} accepted, {len(rej)} rejected"
                 + (f" ({', '.join(reasons)})" if reasons else ""),
                 accepted=len(acc), rejected=len(rej), summary=self.summary,
             )
+            if missing:  # sending them again now would loop; they stay queued for the next flush
+                self.outbox.record_failure(missing, "the node sent no receipt for these traces")
+                self._emit("upload_failed", f"the node sent no receipt for {len(missing)} traces; "
+                           "they stay in the outbox")
+                return

@@ -62,3 +62,34 @@ def test_traces_signed_while_the_node_is_down_are_kept_and_uploaded_later(
     finally:
         server.stop()
         outbox.close()
+
+
+def test_traces_the_node_gives_no_receipt_for_stay_queued_and_the_flush_ends(tmp_path: Path) -> None:
+    """A node that answers for only part of a batch (the real node never does: a stand-in transport
+    plays a faulty one) must not make the client resend forever or drop the unanswered traces."""
+    import httpx
+
+    from protocol import BatchReceipt, Receipt
+    from tests.test_outbox import make_signed
+
+    traces = [make_signed(i) for i in range(3)]
+    first = traces[0].trace.trace_id
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = BatchReceipt(receipts=[Receipt(trace_id=first, status="accepted", credit=1.1)])
+        return httpx.Response(200, content=body.model_dump_json())
+
+    outbox = Outbox(tmp_path / "outbox.sqlite")
+    outbox.add(traces)
+    from wallet.identity import Identity
+
+    node = NodeClient("http://node", Identity.generate(),
+                      http=httpx.Client(transport=httpx.MockTransport(answer)))
+    events: list[LoopEvent] = []
+    loop = ContributionLoop(node, None, None, "ab" * 32, outbox,  # type: ignore[arg-type]
+                            verify=lambda task, text: None, on_event=events.append)  # type: ignore[arg-type,return-value]
+    loop.flush(final=True)
+    stats = outbox.stats()
+    assert (stats.accepted, stats.queued) == (1, 2)
+    assert loop.summary.credits == pytest.approx(1.1)
+    assert events[-1].kind == "upload_failed" and "no receipt for 2 traces" in events[-1].message
