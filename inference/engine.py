@@ -1,9 +1,9 @@
 """The inference engine: one model, one owner thread, k samples per task from one batched decode.
 
-A group's prompt is evaluated once (sequence 0), its KV cells are shared with sequences 1..k-1
-(llama.cpp's unified KV cache), and the k sequences then advance together, one token each per
-``llama_decode``. Tokens come from the verifiable sampler (``inference.sampling``) or, for chat,
-from plain temperature/top-k/top-p/min-p sampling.
+A group's prompt is evaluated once (sequence 0), its KV cells are copied to sequences 1..k-1 (each
+sequence has its own KV stream, so its tokens attend only to its own cells), and the k sequences then
+advance together, one token each per ``llama_decode``. Tokens come from the verifiable sampler
+(``inference.sampling``) or, for chat, from plain temperature/top-k/top-p/min-p sampling.
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ class Engine:
     """A loaded GGUF model. Every llama.cpp call runs on one owner thread; public methods may be called
     from any thread and block until their work is done.
 
-    ``n_ctx`` is the context of one sequence (prompt plus completion); the KV cache grows on demand to
-    hold a whole group (shared prompt + k completions), up to ``n_ctx * max_group`` cells.
+    ``n_ctx`` is the context of one sequence (prompt plus completion). The KV cache is sized on demand:
+    k streams of (prompt + max_tokens) cells for a group, at most ``n_ctx * max_group`` cells.
     """
 
     def __init__(
@@ -290,21 +290,25 @@ class Engine:
             self._generate, None, list(prompt_tokens), k, pick, temperature, max_tokens, stop, None, cancel
         )
 
-    def _ensure_context(self, cells: int, k: int) -> LlamaContext:
+    def _ensure_context(self, per_seq: int, k: int) -> LlamaContext:
+        """A cleared context with at least ``k`` sequences of ``per_seq`` cells each.
+
+        The context is kept while it is big enough; otherwise it is made again at what this call needs
+        (rounded up), so memory follows the work rather than the largest request ever seen.
+        """
         m = self._require_model()
-        cells = min(-(-cells // _KV_ROUND) * _KV_ROUND, self.n_ctx * self.max_group)
-        if self._ctx is None or self._ctx.n_ctx < cells:
+        per_seq = min(-(-per_seq // _KV_ROUND) * _KV_ROUND, self.n_ctx)
+        if self._ctx is None or self._ctx.n_seq < k or self._ctx.n_ctx_seq < per_seq:
             if self._ctx is not None:
                 self._ctx.close()
                 self._ctx = None
-            size = max(cells, self.n_ctx)
             # Flash attention on the CPU is what makes prefill and decode agree bit for bit; GPU
             # backends decide for themselves.
             fa = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.n_gpu_layers == 0 else -1
             self._ctx = LlamaContext(
-                m, n_ctx=size, n_seq=self.max_group, n_threads=self.n_threads, n_batch=512, flash_attn=fa
+                m, n_ctx=k * per_seq, n_seq=k, n_threads=self.n_threads, n_batch=512, flash_attn=fa
             )
-            log.debug("context of %d KV cells for groups up to %d", size, self.max_group)
+            log.debug("context: %d sequences of %d KV cells", k, self._ctx.n_ctx_seq)
         if self._batch is None:
             self._batch = Batch(max(512, self.max_group))
         self._ctx.clear()
@@ -331,7 +335,7 @@ class Engine:
                 "or use a larger context."
             )
         max_new = max(1, max_tokens)
-        ctx = self._ensure_context(n_prompt + k * min(max_new, self.n_ctx - n_prompt), k)
+        ctx = self._ensure_context(n_prompt + max_new, k)
         batch = self._batch
         assert batch is not None
         seqs = [_Seq(i) for i in range(k)]

@@ -121,10 +121,10 @@ class FitPlan:
         return self.n_gpu_layers > 0
 
 
-def kv_cells(n_ctx: int, group: int, max_tokens: int | None) -> int:
-    """KV cells for a group: the prompt is shared, each of the ``group`` completions has its own cells."""
-    completion = min(max_tokens if max_tokens is not None else n_ctx // 2, n_ctx)
-    return (n_ctx - completion) + group * completion
+def kv_cells(n_ctx: int, group: int) -> int:
+    """KV cells for a group at most: each of the ``group`` sequences has its own KV stream of up to
+    ``n_ctx`` cells (its copy of the prompt plus its completion; see ``inference.native.LlamaContext``)."""
+    return group * n_ctx
 
 
 def estimate_fit(
@@ -133,11 +133,10 @@ def estimate_fit(
     *,
     n_ctx: int = 2048,
     group: int = 8,
-    max_tokens: int | None = None,
     n_batch: int = 512,
 ) -> FitPlan:
     """Choose the GPU layers for ``shape`` on ``hw`` and say whether it fits at all, in words."""
-    kv = shape.kv_bytes_per_token * kv_cells(n_ctx, group, max_tokens)
+    kv = shape.kv_bytes_per_token * kv_cells(n_ctx, group)
     compute = 4 * shape.n_vocab * n_batch + 64 * 1024 * 1024
     total = shape.weights_bytes + kv + compute
     n = shape.n_layer

@@ -175,7 +175,13 @@ class Batch:
 
 
 class LlamaContext:
-    """A llama.cpp context with a unified KV cache shared by up to ``n_seq`` sequences."""
+    """A llama.cpp context for up to ``n_seq`` sequences.
+
+    By default each sequence has its own KV stream of ``n_ctx / n_seq`` cells (``kv_unified=False``), so a
+    token attends only to its own sequence's cells; a unified cache makes every token of a group step scan
+    the cells of all the group's sequences (measured in docs/sampling.md: a step of 8 sequences costs
+    about 1.6 times as much). ``copy_seq`` between streams copies the KV data.
+    """
 
     def __init__(
         self,
@@ -186,6 +192,7 @@ class LlamaContext:
         n_threads: int,
         n_batch: int = 512,
         flash_attn: int = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+        kv_unified: bool = False,
     ) -> None:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
@@ -197,7 +204,7 @@ class LlamaContext:
         params.n_seq_max = n_seq
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
-        params.kv_unified = True
+        params.kv_unified = kv_unified
         params.no_perf = True
         params.flash_attn_type = flash_attn
         _last_errors.clear()
@@ -210,6 +217,7 @@ class LlamaContext:
         self.ptr = ctx
         self.model = model
         self.n_ctx = llama_cpp.llama_n_ctx(ctx)
+        self.n_ctx_seq = llama_cpp.llama_n_ctx_seq(ctx)  # the cells one sequence can use
         self.n_seq = n_seq
         self.n_batch = n_batch
         self.mem = llama_cpp.llama_get_memory(ctx)

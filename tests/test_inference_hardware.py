@@ -59,7 +59,7 @@ def test_a_model_that_fits_goes_wholly_on_the_gpu() -> None:
 
 
 def test_a_model_too_big_for_the_gpu_is_split_by_layers() -> None:
-    # By hand: KV = 50 kB x (1024 shared + 1 x 1024) cells = 102.4 MB; compute = 4 x 32000 x 512 + 64 MiB;
+    # By hand: KV = 50 kB x (1 x 2048) cells = 102.4 MB; compute = 4 x 32000 x 512 + 64 MiB;
     # room = 2 GB - 512 MiB - compute - 280 MB = 1 050 484 224; per layer 90 MB + 102.4 MB / 28 -> 11 layers.
     plan = estimate_fit(SHAPE, machine(vram=2 * GB), n_ctx=2048, group=1)
     assert plan.n_gpu_layers == 11
@@ -69,7 +69,7 @@ def test_a_model_too_big_for_the_gpu_is_split_by_layers() -> None:
 
 
 def test_the_group_size_counts_in_the_kv_cache() -> None:
-    assert kv_cells(2048, 8, 256) == (2048 - 256) + 8 * 256
+    assert kv_cells(2048, 8) == 8 * 2048  # one KV stream per sequence, each holding its prompt copy
     one = estimate_fit(SHAPE, machine(vram=3 * GB), n_ctx=4096, group=1)
     eight = estimate_fit(SHAPE, machine(vram=3 * GB), n_ctx=4096, group=8)
     assert eight.kv_bytes > one.kv_bytes and eight.n_gpu_layers < one.n_gpu_layers
