@@ -20,7 +20,7 @@ import numpy.typing as npt
 from inference.errors import ContextOverflowError, InferenceError, ModelLoadError
 from inference.gguf import GgufInfo, read_gguf
 
-__all__ = ["LlamaModel", "LlamaContext", "Batch", "ensure_backend", "default_threads"]
+__all__ = ["LlamaModel", "LlamaContext", "Batch", "ensure_backend", "default_threads", "GGML_TYPE_Q8_0"]
 
 log = logging.getLogger(__name__)
 _native_log = logging.getLogger("inference.llama_cpp")
@@ -30,6 +30,7 @@ _backend_ready = False
 _LEVELS = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.WARNING, 4: logging.ERROR}
 _last_errors: list[str] = []
 UBATCH = 32
+GGML_TYPE_Q8_0 = 8  # ggml_type of the 8-bit KV cache
 
 
 @llama_cpp.llama_log_callback
@@ -193,6 +194,7 @@ class LlamaContext:
         n_batch: int = 512,
         flash_attn: int = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
         kv_unified: bool = False,
+        kv_type: int | None = None,
     ) -> None:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
@@ -207,6 +209,8 @@ class LlamaContext:
         params.kv_unified = kv_unified
         params.no_perf = True
         params.flash_attn_type = flash_attn
+        if kv_type is not None:  # a ggml type for both K and V (a quantized V needs flash attention)
+            params.type_k = params.type_v = kv_type
         _last_errors.clear()
         ctx = llama_cpp.llama_init_from_model(model.ptr, params)
         if not ctx:
