@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -145,6 +146,29 @@ def sampler_cost(engine: object, prompt: list[int]) -> tuple[float, float, float
     return per_token, float(np.mean(cands)), full
 
 
+def under_load(engine: Any, model: Path, prompt: list[int], n_tokens: int) -> tuple[float, float, int]:
+    """k=1 decode tok/s beside busy processes (one per core but one): the engine with its fixed thread
+    count, and an engine whose threads follow the cores other programs leave free. Alternated, medians."""
+    from inference.engine import Engine
+
+    n_busy = max(1, (os.cpu_count() or 2) - 1)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n_busy)]
+    try:
+        with Engine(model, n_ctx=2048) as adaptive:
+            assert adaptive._threads is not None, "unset TRACEMILL_THREADS to measure this"
+            time.sleep(adaptive._threads.interval + 0.5)  # let it see the load
+            fixed, follow = [], []
+            for seed in range(3):
+                for e, out in ((engine, fixed), (adaptive, follow)):
+                    res = e.generate_tokens(prompt, 1, seed=seed, temperature=0.8, max_tokens=n_tokens // 2)
+                    out.append((res.completion_tokens - 1) / res.decode_s)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    return statistics.median(fixed), statistics.median(follow), n_busy
+
+
 RSS_CHILD = """
 import resource, sys
 sys.path.insert(0, {repo!r})
@@ -236,6 +260,7 @@ def main() -> None:
         )
     evaluated = last["group"].prompt_tokens_evaluated
     per_token, cands, full = sampler_cost(engine, prompt + last["group"].samples[0].token_ids[:40])
+    loaded = under_load(engine, model, prompt, args.tokens) if threads > 1 else None
     engine.close()
     raw_loop.close()
     raw_group.close()
@@ -254,6 +279,11 @@ def main() -> None:
     )
     print(f"step time at k=1: {1e6 / statistics.median(ours):.0f} µs")
     print(f"peak RSS, default model, k=8: {peak_rss_mb(model, args.tokens):.0f} MB")
+    if loaded is not None:
+        print(
+            f"k=1 next to {loaded[2]} busy process(es): {threads} fixed threads {loaded[0]:.1f} tok/s, "
+            f"threads following the free cores {loaded[1]:.1f} tok/s (x{loaded[1] / loaded[0]:.2f})"
+        )
     print(
         f"raw batched llama.cpp k={args.k} / create_chat_completion x{args.k}: {ceiling_ratio:.3f} "
         f"(the ceiling on this machine); ours / raw batched: {of_ceiling:.3f}"

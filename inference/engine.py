@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from inference.errors import ContextOverflowError, InferenceError
 from inference.gguf import GgufInfo, read_gguf
 from inference.native import GGML_TYPE_Q8_0, Batch, LlamaContext, LlamaModel, default_threads
 from inference.sampling import PlainSampler, log_softmax_at, sample_gumbel
+from inference.threads import ThreadAdvisor
 
 __all__ = ["Engine", "GroupResult", "Sample", "Cancel", "FinishReason"]
 
@@ -107,7 +109,11 @@ class Engine:
         self.model_path = Path(model_path)
         self.n_ctx = n_ctx
         self.max_group = max_group
-        self.n_threads = n_threads or default_threads()
+        # An explicit count (argument or TRACEMILL_THREADS) is kept; otherwise the count follows the cores
+        # other programs leave free (inference.threads).
+        fixed = n_threads or (default_threads() if os.environ.get("TRACEMILL_THREADS", "").strip() else None)
+        self.n_threads = fixed or default_threads()
+        self._threads = None if fixed else ThreadAdvisor(self.n_threads)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracemill-model")
         self._owner: threading.Thread | None = None
         self._model: LlamaModel | None = None
@@ -309,7 +315,18 @@ class Engine:
         if self._batch is None:
             self._batch = Batch(max(512, self.max_group))
         self._ctx.clear()
+        self._adapt_threads()
         return self._ctx
+
+    def _adapt_threads(self) -> None:
+        """Decode with the threads other programs leave room for (checked every couple of seconds)."""
+        if self._threads is not None and self._ctx is not None:
+            self._ctx.set_threads(self._threads.threads())
+
+    @property
+    def threads_in_use(self) -> int:
+        """The decode threads of the current context (fewer than ``n_threads`` while the CPU is busy)."""
+        return self._ctx.n_threads if self._ctx is not None else self.n_threads
 
     def _kv_settings(self) -> dict[str, int]:
         """Attention and KV cache settings. On the CPU: flash attention, which makes prefill and decode
@@ -385,6 +402,7 @@ class Engine:
                     f"The context of {self.n_ctx} tokens filled up after {step + 1} generated tokens.",
                     partial=partial,
                 )
+            self._adapt_threads()
             batch.clear()
             for i in active:
                 batch.add(seqs[i].tokens[-1], n_prompt + step, i, True)

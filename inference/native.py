@@ -59,7 +59,8 @@ def default_threads() -> int:
 
     llama.cpp's threads meet at spinning barriers after every op, so more threads than free cores is
     catastrophic (a descheduled thread stalls the rest for a whole time slice): on a machine shared with
-    other busy processes, set ``TRACEMILL_THREADS=1``.
+    other busy processes the engine therefore uses fewer (``inference.threads``) unless
+    ``TRACEMILL_THREADS`` fixes the count.
     """
     override = os.environ.get("TRACEMILL_THREADS", "").strip()
     if override.isdigit() and int(override) > 0:
@@ -224,8 +225,14 @@ class LlamaContext:
         self.n_ctx_seq = llama_cpp.llama_n_ctx_seq(ctx)  # the cells one sequence can use
         self.n_seq = n_seq
         self.n_batch = n_batch
+        self.n_threads = n_threads
         self.mem = llama_cpp.llama_get_memory(ctx)
         self._n_vocab = model.n_vocab
+
+    def set_threads(self, n_threads: int) -> None:
+        if n_threads != self.n_threads:
+            llama_cpp.llama_set_n_threads(self.ptr, n_threads, n_threads)
+            self.n_threads = n_threads
 
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self.mem, False)
