@@ -264,8 +264,10 @@ def test_loading_and_unloading_does_not_leak(default_model_path: Path) -> None:
     for _ in range(4):
         cycle()
     after = _rss()
-    assert after - before < 30 * 1024 * 1024  # four loads of a 98 MB model leave no trace
-    assert loaded[-1] - after > 60 * 1024 * 1024  # closing gives the model's memory back
+    mb = 1024 * 1024
+    figures = f"RSS before {before // mb} MB, loaded {[x // mb for x in loaded]} MB, after {after // mb} MB"
+    assert after - before < 30 * mb, figures  # four loads of a 98 MB model leave no trace
+    assert loaded[-1] - after > 60 * mb, figures  # closing gives the model's memory back
 
 
 def test_switching_models_keeps_the_engine_usable(default_model_path: Path, tmp_path: Path) -> None:
