@@ -24,8 +24,8 @@ __all__ = ["ThreadAdvisor"]
 
 log = logging.getLogger(__name__)
 _PROC_STAT = Path("/proc/stat")
-# Other programs must leave a core at least this free for a thread to get it: a core that others use 30%
-# of the time is not free enough for a spinning barrier.
+# A core counts as free when other programs use it at most a quarter of the time: one they use 30% of
+# the time is not free enough for a spinning barrier.
 _SPARE = 0.25
 
 
