@@ -109,11 +109,11 @@ class Engine:
         self.model_path = Path(model_path)
         self.n_ctx = n_ctx
         self.max_group = max_group
+        self.n_threads = n_threads or default_threads()
         # An explicit count (argument or TRACEMILL_THREADS) is kept; otherwise the count follows the cores
         # other programs leave free (inference.threads).
-        fixed = n_threads or (default_threads() if os.environ.get("TRACEMILL_THREADS", "").strip() else None)
-        self.n_threads = fixed or default_threads()
-        self._threads = None if fixed else ThreadAdvisor(self.n_threads)
+        adaptive = n_threads is None and not os.environ.get("TRACEMILL_THREADS", "").strip()
+        self._threads = ThreadAdvisor(self.n_threads) if adaptive else None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracemill-model")
         self._owner: threading.Thread | None = None
         self._model: LlamaModel | None = None
